@@ -1,0 +1,5 @@
+"""Autograd: Function, the backward engine, grad modes, gradcheck."""
+from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+from .function import Function
+from .engine import backward, grad
+from .gradcheck import gradcheck, gradgradcheck

@@ -1,0 +1,240 @@
+"""backward() and grad(): an iterative walk over the graph in topological order.
+
+Gradients flow from the roots along each node's edges. A node runs once every node that consumes
+its outputs has run (dependency counts, so no recursion: a chain of 10**6 ops is fine). Gradients
+meant for the same output are summed first; leaves receive the total at the end.
+"""
+from .grad_mode import state
+
+__all__ = ["run_backward", "backward", "grad"]
+
+
+def _check_root(t, g, where):
+    from ..tensor import Tensor
+    from ..creation import tensor as make_tensor
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{where}: expected Tensors as outputs, got {type(t).__name__}")
+    if not t.requires_grad:
+        raise RuntimeError(f"{where}: the tensor (shape {t.shape}) does not require grad and has no "
+                           "grad_fn, so there is nothing to differentiate; did you forget requires_grad=True "
+                           "on an input, or compute it under no_grad()?")
+    if g is None:
+        if t.data.size != 1:
+            raise RuntimeError(f"{where}: grad can be omitted only for a tensor with one element; got shape "
+                               f"{t.shape}; pass grad= (a tensor of that shape), e.g. ag.ones_like(y)")
+        return t._ones_like()
+    if not isinstance(g, Tensor):
+        g = make_tensor(g, dtype=t.dtype, device=t.device)
+    if g.device is not t.device:
+        raise RuntimeError(f"{where}: grad is on {g.device} but the tensor is on {t.device}")
+    if g.shape != t.shape:
+        raise RuntimeError(f"{where}: grad has shape {g.shape} but the tensor has shape {t.shape}")
+    return g
+
+
+def _owned(g, given):
+    """g itself, or a copy when g may be shared with something else (given twice, the caller's own
+    grad tensor, or a view such as a broadcast), so that .grad never aliases other memory."""
+    if id(g) in given or g.data.base is not None:
+        return g.clone() if g.requires_grad else g._copy()
+    given.add(id(g))
+    return g
+
+
+def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward"):
+    """roots: [(tensor, grad)]. Without ``inputs`` accumulate into leaves' .grad and return None;
+    with ``inputs`` (a list of tensors) return their gradients instead and leave .grad alone."""
+    buffers = {}                       # node -> [grad per output]
+    leaf = {}                          # id(leaf) -> [leaf, grad]
+    given = set()
+    for t, g in roots:
+        given.add(id(g))
+        node = t.grad_fn
+        if node is None:
+            _add_leaf(leaf, t, g)
+        else:
+            buf = buffers.get(node)
+            if buf is None:
+                buf = buffers[node] = [None] * node._n_out
+            k = t._output_nr
+            buf[k] = g if buf[k] is None else buf[k] + g
+
+    captured = None
+    if inputs is not None:
+        captured = {}
+        wanted = {(t.grad_fn, t._output_nr) for t in inputs if t.grad_fn is not None}
+
+    # count, for every reachable node, how many edges point to it
+    deps = {}
+    stack = list(buffers)
+    seen = set(stack)
+    while stack:
+        n = stack.pop()
+        if n._freed:
+            raise RuntimeError(f"backward through a graph that was already freed (at {type(n).__name__}); "
+                               "pass retain_graph=True to the first backward() if you need to call it twice")
+        for e in n._next:
+            if e is not None:
+                m = e[0]
+                if m is not None:
+                    c = deps.get(m)
+                    if c is None:
+                        deps[m] = 1
+                        if m not in seen:
+                            seen.add(m)
+                            stack.append(m)
+                    else:
+                        deps[m] = c + 1
+
+    prev = state.enabled
+    state.enabled = create_graph
+    try:
+        ready = [n for n in buffers if n not in deps]
+        while ready:
+            node = ready.pop()
+            grads = buffers.pop(node, None)
+            if grads is not None and node._hooks is not None:
+                grads = _run_node_hooks(node, grads)
+            if captured is not None and grads is not None:
+                for k, g in enumerate(grads):
+                    if g is not None and (node, k) in wanted:
+                        captured[(node, k)] = g
+            results = _call_backward(node, grads, where) if grads is not None else None
+            if not retain_graph:
+                node._saved = None
+                node._freed = True
+            nxt = node._next
+            if results is None:
+                results = (None,) * len(nxt)
+            for e, g in zip(nxt, results):
+                if e is None:
+                    continue
+                m, k = e
+                if m is None:                      # a leaf
+                    if g is not None:
+                        _add_leaf(leaf, k, g)
+                    continue
+                if g is not None:
+                    buf = buffers.get(m)
+                    if buf is None:
+                        buf = buffers[m] = [None] * m._n_out
+                    buf[k] = g if buf[k] is None else buf[k] + g
+                c = deps[m] - 1
+                if c:
+                    deps[m] = c
+                else:
+                    del deps[m]
+                    ready.append(m)
+
+        # leaves last: hooks see the summed gradient, then .grad accumulates (or the caller gets it)
+        for t, g in leaf.values():
+            if t._hooks is not None:
+                g = _run_hooks(t._hooks, g)
+            if captured is not None:
+                captured[id(t)] = g
+                continue
+            if g.dtype != t.dtype:
+                g = g.to(dtype=t.dtype)
+            cur = t.grad
+            if cur is None:
+                t.grad = _owned(g, given) if create_graph else _owned(g, given).detach()
+            elif create_graph or cur.requires_grad:
+                t.grad = cur + g
+            else:
+                cur.data += g.data
+                cur._version[0] += 1
+    finally:
+        state.enabled = prev
+    if captured is None:
+        return None
+    return [captured.get(id(t) if t.grad_fn is None else (t.grad_fn, t._output_nr)) for t in inputs]
+
+
+def _add_leaf(leaf, t, g):
+    if g.shape != t.shape:
+        raise RuntimeError(f"backward: a gradient of shape {g.shape} reached a tensor of shape {t.shape}; "
+                           "a custom Function's backward must return one gradient per input, shaped like it")
+    entry = leaf.get(id(t))
+    if entry is None:
+        leaf[id(t)] = [t, g]
+    else:
+        entry[1] = entry[1] + g
+
+
+def _call_backward(node, grads, where):
+    if node._n_out > 1 and None in grads:
+        # several outputs, some unused: backward sees zeros for those, as in PyTorch
+        xp = node.xp
+        grads = [g if g is not None else node.wrap(xp.zeros(*meta))
+                 for g, meta in zip(grads, node._out_meta)]
+    out = type(node).backward(node, *grads)
+    n_in = len(node._next)
+    if not isinstance(out, tuple):
+        out = (out,)
+    if len(out) != n_in:
+        if len(out) > n_in and all(g is None for g in out[n_in:]):
+            out = out[:n_in]
+        else:
+            raise RuntimeError(f"{type(node).__name__}.backward returned {len(out)} gradient(s) but forward "
+                               f"took {n_in} argument(s); return one gradient (or None) per argument")
+    return out
+
+
+def _run_hooks(hooks, g):
+    for fn in hooks:
+        r = fn(g)
+        if r is not None:
+            g = r
+    return g
+
+
+def _run_node_hooks(node, grads):
+    grads = list(grads)
+    for k, hooks in node._hooks.items():
+        if grads[k] is not None:
+            grads[k] = _run_hooks(hooks, grads[k])
+    return grads
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
+    """Accumulate d(tensors)/d(leaf) into every leaf's .grad (see Tensor.backward)."""
+    from ..tensor import Tensor
+    if isinstance(tensors, Tensor):
+        tensors = (tensors,)
+    if grad_tensors is None or isinstance(grad_tensors, Tensor):
+        grad_tensors = (grad_tensors,) * len(tensors) if grad_tensors is None else (grad_tensors,)
+    if len(grad_tensors) != len(tensors):
+        raise ValueError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = [(t, _check_root(t, g, "backward")) for t, g in zip(tensors, grad_tensors)]
+    run_backward(roots, retain_graph, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
+    """Gradients of ``outputs`` with respect to ``inputs`` as a tuple, without touching any .grad."""
+    from ..tensor import Tensor
+    single_out = isinstance(outputs, Tensor)
+    outputs = (outputs,) if single_out else tuple(outputs)
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__} at position {i}")
+        if not t.requires_grad:
+            raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad")
+    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+        grad_outputs = (grad_outputs,) * len(outputs) if grad_outputs is None else (grad_outputs,)
+    grad_outputs = tuple(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(f"grad: got {len(outputs)} outputs but {len(grad_outputs)} grad_outputs")
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = [(t, _check_root(t, g, "grad")) for t, g in zip(outputs, grad_outputs)]
+    got = run_backward(roots, retain_graph, create_graph, inputs=list(inputs), where="grad")
+    for i, g in enumerate(got):
+        if g is None and not allow_unused:
+            raise RuntimeError(f"grad: input {i} (shape {inputs[i].shape}) was not used to compute the "
+                               "outputs; pass allow_unused=True to get None for it")
+    if not create_graph:
+        got = [None if g is None else g.detach() for g in got]
+    return tuple(got)

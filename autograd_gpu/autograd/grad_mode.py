@@ -1,0 +1,78 @@
+"""no_grad, enable_grad, set_grad_enabled: thread-local switches for graph recording."""
+import functools
+import threading
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+
+
+class _State(threading.local):
+    enabled = True     # class attribute: every new thread starts with recording on
+    anomaly = False    # detect_anomaly() is active in this thread
+
+
+state = _State()
+
+
+def is_grad_enabled():
+    return state.enabled
+
+
+class _GradModeContext:
+    """Context manager and decorator that sets grad mode and restores the previous one on exit."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.prev = []
+
+    def __enter__(self):
+        self.prev.append(state.enabled)
+        state.enabled = self.mode
+
+    def __exit__(self, *exc):
+        state.enabled = self.prev.pop()
+        return False
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            prev = state.enabled
+            state.enabled = mode
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                state.enabled = prev
+        return wrapper
+
+
+class no_grad(_GradModeContext):
+    """Turn graph recording off (in this thread only)."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(_GradModeContext):
+    """Turn graph recording on (in this thread only), e.g. inside a no_grad block."""
+
+    def __init__(self):
+        super().__init__(True)
+
+
+class set_grad_enabled(_GradModeContext):
+    """Set recording on or off; takes effect at once (as a call) and also works as a context manager."""
+
+    def __init__(self, mode):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled: expected a bool, got {type(mode).__name__}")
+        super().__init__(mode)
+        self.prev.append(state.enabled)
+        state.enabled = mode
+
+    def __enter__(self):
+        pass   # already set in __init__, like torch.set_grad_enabled
+
+    def __call__(self, fn):
+        state.enabled = self.prev.pop()   # as a decorator it must not change the mode now
+        return super().__call__(fn)

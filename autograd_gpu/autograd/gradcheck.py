@@ -1,0 +1,115 @@
+"""gradcheck and gradgradcheck: analytic gradients against central finite differences in float64.
+
+The outputs are reduced to one number with fixed random weights (L = sum_k <v_k, out_k>), so one
+backward gives the analytic gradient of every input and 2 evaluations per input element give the
+numeric one; a wrong Jacobian entry shows up unless it is orthogonal to v, which random v avoids."""
+from .engine import grad as _grad
+from .grad_mode import enable_grad
+
+__all__ = ["gradcheck", "gradgradcheck"]
+
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else tuple(x) if isinstance(x, list) else (x,)
+
+
+def _prepare(inputs):
+    from ..tensor import Tensor
+    inputs = _as_tuple(inputs)
+    out = []
+    for t in inputs:
+        if isinstance(t, Tensor) and t.dtype.kind == "f":
+            d = t.detach().to(dtype="float64")._copy()
+            out.append(d.requires_grad_(t.requires_grad or t.is_leaf))
+        else:
+            out.append(t)
+    return tuple(out)
+
+
+def _weights(outs, seed):
+    from ..creation import tensor
+    from ..backends import get_backend
+    rng = get_backend("cpu").xp.random.default_rng(seed)
+    return [tensor(rng.uniform(0.5, 1.5, o.shape) * rng.choice([-1.0, 1.0], o.shape), dtype="float64",
+                   device=o.device) for o in outs]
+
+
+def _scalar(fn, inputs, ws):
+    outs = [o for o in _as_tuple(fn(*inputs)) if o is not None]
+    total = 0.0
+    for o, w in zip(outs, ws):
+        total = total + (o.detach().to(dtype="float64") * w).sum().item()
+    return total
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exception=True):
+    """True when the analytic gradients of ``fn`` at ``inputs`` match finite differences, else raise
+    (or return False) naming the input and element that differ most. Float inputs are checked in
+    float64; inputs that do not require grad are held constant."""
+    from ..tensor import Tensor
+    inputs = _prepare(inputs)
+    diff = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    if not diff:
+        raise ValueError("gradcheck: no input requires grad; pass at least one float tensor with requires_grad=True")
+    with enable_grad():
+        outs = [o for o in _as_tuple(fn(*inputs)) if o is not None]
+        for o in outs:
+            if not isinstance(o, Tensor):
+                raise TypeError(f"gradcheck: fn must return Tensors, got {type(o).__name__}")
+        ws = _weights(outs, seed)
+        diff_outs = [(o, w) for o, w in zip(outs, ws) if o.requires_grad]
+        if diff_outs:
+            analytic = _grad([o for o, _ in diff_outs], [inputs[i] for i in diff], [w.to(dtype=o.dtype) for o, w in diff_outs],
+                             allow_unused=True)
+        else:
+            analytic = (None,) * len(diff)
+    worst = None
+    for i, g in zip(diff, analytic):
+        t = inputs[i]
+        a = t.data
+        flat = a.reshape(-1)
+        ana = None if g is None else g.numpy().reshape(-1)
+        for k in range(flat.size):
+            old = flat[k].item()
+            flat[k] = old + eps
+            fp = _scalar(fn, inputs, ws)
+            flat[k] = old - eps
+            fm = _scalar(fn, inputs, ws)
+            flat[k] = old
+            num = (fp - fm) / (2 * eps)
+            an = 0.0 if ana is None else float(ana[k])
+            err = abs(num - an)
+            tol = atol + rtol * abs(num)
+            if err > tol and (worst is None or err - tol > worst[0]):
+                worst = (err - tol, i, k, num, an, t.shape)
+    if worst is None:
+        return True
+    _, i, k, num, an, shape = worst
+    msg = (f"gradcheck: gradient of input {i} (shape {shape}) differs at flat element {k}: "
+           f"numerical {num:.8g}, analytical {an:.8g} (atol={atol}, rtol={rtol})")
+    if raise_exception:
+        raise AssertionError(msg)
+    return False
+
+
+def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exception=True):
+    """gradcheck of the vector-Jacobian product of ``fn``: checks second derivatives (in the inputs
+    and in the output weights) through ``create_graph=True``."""
+    from ..tensor import Tensor
+    inputs = _prepare(inputs)
+    diff = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
+    with enable_grad():
+        outs = [o for o in _as_tuple(fn(*inputs)) if o is not None and o.requires_grad]
+    if not outs:
+        raise ValueError("gradgradcheck: fn has no output that requires grad")
+    ws = [w.requires_grad_() for w in _weights(outs, seed + 1)]
+    n = len(inputs)
+
+    def vjp(*args):
+        xs, vs = args[:n], args[n:]
+        ys = [o for o in _as_tuple(fn(*xs)) if o is not None and o.requires_grad]
+        gs = _grad(ys, [xs[i] for i in diff], list(vs), create_graph=True, allow_unused=True)
+        return tuple(g for g in gs if g is not None)
+
+    return gradcheck(vjp, inputs + tuple(ws), eps=eps, atol=atol, rtol=rtol, seed=seed + 2,
+                     raise_exception=raise_exception)

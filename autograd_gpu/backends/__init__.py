@@ -1,0 +1,79 @@
+"""The only place that picks NumPy or CuPy.
+
+``get_backend(device)`` returns the backend object for a device; its ``.xp`` is the array namespace
+(``numpy`` or ``cupy``). Everything above this package talks to arrays through ``xp`` and the few
+named kernels the backends define where the namespaces differ (scatter-add, random numbers, host
+transfer, synchronize, erf).
+"""
+import numpy as _np
+
+from ..device import device as _parse_device, Device
+from .numpy_backend import NumpyBackend
+from . import cupy_backend as _cupy_backend
+
+__all__ = ["get_backend", "available", "backend_of_array", "dtype", "is_array", "Backend"]
+
+from .base import Backend
+_cpu_backend = NumpyBackend(_parse_device("cpu"))
+_backends = {}
+
+
+def get_backend(device):
+    """The backend for a device ("cpu", "cuda:1", a Device). Raises RuntimeError with an install hint
+    when CUDA is asked for and CuPy or a GPU is missing."""
+    d = _parse_device(device)
+    if d.type == "cpu":
+        return _cpu_backend
+    b = _backends.get(d)
+    if b is None:
+        b = _backends[d] = _cupy_backend.CupyBackend(d)
+    return b
+
+
+def available():
+    """Device types usable on this machine: always "cpu", plus "cuda" when CuPy sees a GPU."""
+    return ["cpu", "cuda"] if _cupy_backend.is_available() else ["cpu"]
+
+
+def backend_of_array(a):
+    """The backend that owns array ``a``, or None when it is neither a NumPy nor a CuPy array."""
+    if isinstance(a, _np.ndarray):
+        return _cpu_backend
+    if _cupy_backend.is_cupy_array(a):
+        return get_backend(f"cuda:{a.device.id}")
+    return None
+
+
+def is_array(a):
+    return backend_of_array(a) is not None
+
+
+def dtype(spec):
+    """Normalise a dtype spec (``ag.float32``, "float32", numpy.float32) to a NumPy dtype object."""
+    try:
+        return _np.dtype(spec)
+    except TypeError:
+        raise TypeError(f"expected a dtype such as ag.float32 or 'float64', got {spec!r}") from None
+
+
+def host_asarray(data):
+    """Python data (numbers, nested lists, NumPy scalars) as a host NumPy array."""
+    return _np.asarray(data)
+
+
+def result_type(*dtypes):
+    """NumPy's promotion of dtypes (host-side dtype arithmetic; CuPy follows the same table)."""
+    return _np.result_type(*dtypes)
+
+
+def to_numpy(a):
+    """A host NumPy array for any backend array (no copy when it is already on the host)."""
+    b = backend_of_array(a)
+    return _np.asarray(a) if b is None else b.to_host(a)
+
+
+def manual_seed(seed):
+    _cpu_backend.seed(seed)
+    _cupy_backend.set_global_seed(seed)
+    for b in _backends.values():
+        b.seed(seed)

@@ -1,0 +1,60 @@
+"""CPU backend: xp = numpy; host copies are no-ops."""
+import numpy as np
+
+from .base import Backend
+from ._erf import erf as _erf
+
+
+class NumpyBackend(Backend):
+    xp = np
+    name = "numpy"
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.rng = np.random.default_rng()
+
+    # -- arrays and transfers ----------------------------------------------------------------
+    def asarray(self, data, dtype=None, copy=False):
+        if type(data).__module__.startswith("cupy"):
+            data = data.get()
+        return np.array(data, dtype=dtype, copy=True) if copy else np.asarray(data, dtype=dtype)
+
+    def to_host(self, a):
+        return a
+
+    def from_dlpack(self, obj):
+        return np.from_dlpack(obj)
+
+    def scalar(self, value, dtype):
+        """A Python scalar as an operand for an array of ``dtype``: NumPy 2 keeps it weak already."""
+        return value
+
+    def synchronize(self):
+        pass
+
+    def format(self, a):
+        return np.array2string(a, separator=", ", prefix="Tensor(")
+
+    # -- kernels where the namespaces differ ---------------------------------------------------
+    def scatter_add(self, out, index, values):
+        """out[index] += values, with repeated indices accumulating (unbuffered)."""
+        np.add.at(out, index, values)
+
+    def erf(self, x):
+        return _erf(x)
+
+    # -- random numbers ----------------------------------------------------------------------------
+    def seed(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def rand(self, shape, dtype):
+        return self.rng.random(shape, dtype=np.float64).astype(dtype, copy=False)
+
+    def randn(self, shape, dtype):
+        return self.rng.standard_normal(shape, dtype=np.float64).astype(dtype, copy=False)
+
+    def randint(self, low, high, shape, dtype):
+        return self.rng.integers(low, high, size=shape, dtype=dtype)
+
+    def permutation(self, n):
+        return self.rng.permutation(n)

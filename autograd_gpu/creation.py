@@ -1,0 +1,167 @@
+"""Factories: tensor, zeros, ones, full, empty, arange, linspace, eye, rand, randn, randint, *_like."""
+
+from .tensor import Tensor, _to_array
+from .device import device as _parse_device, get_default_device
+from . import dtypes as _dt
+from .backends import manual_seed as _manual_seed
+
+__all__ = ["tensor", "as_tensor", "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand",
+           "randn", "randint", "zeros_like", "ones_like", "full_like", "empty_like", "rand_like",
+           "randn_like", "manual_seed", "from_numpy", "from_dlpack"]
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False):
+    """A new tensor (always a copy) from a number, nested list, NumPy/CuPy array or Tensor.
+    Python floats become the default float dtype; arrays keep theirs."""
+    return Tensor(data, requires_grad=requires_grad, device=device, dtype=dtype)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like tensor(), but shares memory with ``data`` when no copy is needed."""
+    if isinstance(data, Tensor) and (dtype is None or _dt._dtype(dtype) == data.dtype) and (
+            device is None or _parse_device(device) is data.device):
+        return data
+    arr, dev = _to_array(data, dtype, device, copy=False, default_float=True)
+    return Tensor._make(arr, dev)
+
+
+def from_numpy(a):
+    """A CPU tensor sharing memory with NumPy array ``a``."""
+    return as_tensor(a, device="cpu")
+
+
+def from_dlpack(obj, device=None):
+    """Zero-copy import of anything with ``__dlpack__`` (a CuPy array, a torch tensor, ...)."""
+    dev_type, dev_id = obj.__dlpack_device__()
+    dev = _parse_device(device) if device is not None else _parse_device("cpu" if dev_type == 1 else f"cuda:{dev_id}")
+    return Tensor._make(dev.backend.from_dlpack(obj), dev)
+
+
+def _setup(shape, dtype, device, op, default=None):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    for s in shape:
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise TypeError(f"{op}: expected a shape of ints, got {shape!r}")
+        if s < 0:
+            raise ValueError(f"{op}: negative dimension {s} in shape {shape}")
+    dev = _parse_device(device) if device is not None else get_default_device()
+    dt = _dt._dtype(dtype) if dtype is not None else (default or _dt.get_default_dtype())
+    return tuple(int(s) for s in shape), dt, dev, dev.backend
+
+
+def _out(arr, dev, requires_grad):
+    t = Tensor._make(arr, dev)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def zeros(*shape, dtype=None, device=None, requires_grad=False):
+    shape, dt, dev, b = _setup(shape, dtype, device, "zeros")
+    return _out(b.xp.zeros(shape, dtype=dt), dev, requires_grad)
+
+
+def ones(*shape, dtype=None, device=None, requires_grad=False):
+    shape, dt, dev, b = _setup(shape, dtype, device, "ones")
+    return _out(b.xp.ones(shape, dtype=dt), dev, requires_grad)
+
+
+def empty(*shape, dtype=None, device=None, requires_grad=False):
+    shape, dt, dev, b = _setup(shape, dtype, device, "empty")
+    return _out(b.xp.empty(shape, dtype=dt), dev, requires_grad)
+
+
+def full(shape, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """A tensor of ``shape`` filled with ``fill_value`` (its dtype follows the value unless given)."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    default = _dt.bool_ if isinstance(fill_value, bool) else _dt.int64 if isinstance(fill_value, int) else None
+    shape, dt, dev, b = _setup(tuple(shape), dtype, device, "full", default)
+    return _out(b.xp.full(shape, fill_value, dtype=dt), dev, requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    """Values from start (0 if only one bound is given) up to but excluding end, step apart; int64
+    when all bounds are ints, else the default float dtype."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be non-zero")
+    ints = all(isinstance(v, int) for v in (start, end, step))
+    _, dt, dev, b = _setup((), dtype, device, "arange", _dt.int64 if ints else None)
+    return _out(b.xp.arange(start, end, step, dtype=dt), dev, requires_grad)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    """``steps`` evenly spaced values from start to end, both included."""
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
+    _, dt, dev, b = _setup((), dtype, device, "linspace")
+    return _out(b.xp.linspace(start, end, steps, dtype=dt), dev, requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    _, dt, dev, b = _setup((n, n if m is None else m), dtype, device, "eye")
+    return _out(b.xp.eye(n, m, dtype=dt), dev, requires_grad)
+
+
+def rand(*shape, dtype=None, device=None, requires_grad=False):
+    """Uniform samples in [0, 1)."""
+    shape, dt, dev, b = _setup(shape, dtype, device, "rand")
+    return _out(b.rand(shape, dt), dev, requires_grad)
+
+
+def randn(*shape, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples."""
+    shape, dt, dev, b = _setup(shape, dtype, device, "randn")
+    return _out(b.randn(shape, dt), dev, requires_grad)
+
+
+def randint(low, high=None, size=(), *, dtype=None, device=None):
+    """Integers drawn uniformly from [low, high) (from [0, low) when high is omitted); int64."""
+    if high is None:
+        low, high = 0, low
+    if high <= low:
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    shape, dt, dev, b = _setup((size,) if isinstance(size, int) else tuple(size), dtype, device, "randint", _dt.int64)
+    return Tensor._make(b.randint(low, high, shape, dt), dev)
+
+
+def _like(x, dtype, device):
+    return x.shape, (dtype if dtype is not None else x.dtype), (device if device is not None else x.device)
+
+
+def zeros_like(x, *, dtype=None, device=None, requires_grad=False):
+    s, d, v = _like(x, dtype, device)
+    return zeros(s, dtype=d, device=v, requires_grad=requires_grad)
+
+
+def ones_like(x, *, dtype=None, device=None, requires_grad=False):
+    s, d, v = _like(x, dtype, device)
+    return ones(s, dtype=d, device=v, requires_grad=requires_grad)
+
+
+def empty_like(x, *, dtype=None, device=None, requires_grad=False):
+    s, d, v = _like(x, dtype, device)
+    return empty(s, dtype=d, device=v, requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False):
+    s, d, v = _like(x, dtype, device)
+    return full(s, fill_value, dtype=d, device=v, requires_grad=requires_grad)
+
+
+def rand_like(x, *, dtype=None, device=None, requires_grad=False):
+    s, d, v = _like(x, dtype, device)
+    return rand(s, dtype=d, device=v, requires_grad=requires_grad)
+
+
+def randn_like(x, *, dtype=None, device=None, requires_grad=False):
+    s, d, v = _like(x, dtype, device)
+    return randn(s, dtype=d, device=v, requires_grad=requires_grad)
+
+
+def manual_seed(seed):
+    """Seed the random generators of every backend (CPU and each GPU) for reproducible results."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"manual_seed: expected a non-negative int, got {seed!r}")
+    _manual_seed(seed)

@@ -1,0 +1,47 @@
+"""Dtype aliases (the NumPy dtype objects), the default float dtype, and how Python scalars promote."""
+from .backends import dtype as _dtype, host_asarray, result_type
+
+__all__ = ["float16", "float32", "float64", "int32", "int64", "bool_", "uint8", "int8", "int16",
+           "set_default_dtype", "get_default_dtype"]
+
+float16 = _dtype("float16")
+float32 = _dtype("float32")
+float64 = _dtype("float64")
+int8 = _dtype("int8")
+int16 = _dtype("int16")
+int32 = _dtype("int32")
+int64 = _dtype("int64")
+uint8 = _dtype("uint8")
+bool_ = _dtype("bool")
+
+_default_float = [float32]
+
+
+def set_default_dtype(d):
+    """Set the dtype that Python floats and float lists become (float16, float32 or float64)."""
+    d = _dtype(d)
+    if d.kind != "f":
+        raise TypeError(f"set_default_dtype: expected a floating dtype, got {d}")
+    _default_float[0] = d
+
+
+def get_default_dtype():
+    return _default_float[0]
+
+
+def is_floating(d):
+    return d.kind == "f"
+
+
+def scalar_result_dtype(dtype, value, op):
+    """The dtype of ``tensor <op> value`` for a Python scalar ``value``, following NumPy 2's rule that
+    Python scalars are weak (a float32 tensor stays float32), and PyTorch's that a Python float with an
+    integer or bool tensor gives the default float dtype."""
+    kind = dtype.kind
+    if isinstance(value, bool):
+        return dtype
+    if isinstance(value, int):
+        return int64 if kind == "b" else dtype
+    if isinstance(value, float):
+        return dtype if kind in "fc" else _default_float[0]
+    raise TypeError(f"{op}: expected a Tensor or a Python number, got {type(value).__name__}")

@@ -1,0 +1,1 @@
+"""Differentiable operations, each a Function (forward and backward side by side) or a composition."""

@@ -1,0 +1,818 @@
+"""Elementwise ops: arithmetic (Tensor or Python number on either side), unary maths, activations,
+comparisons and other constants of the graph, where, clamp.
+
+Binary wrappers keep the Functions simple: when the graph is recorded, an operand that needs a
+gradient is broadcast (``broadcast_to``, whose backward is ``sum_to``) and cast to the result dtype
+explicitly, so every backward here returns gradients already shaped like its inputs.
+"""
+import math
+
+from ..autograd.function import Function
+from ..autograd.grad_mode import state
+from ..tensor import Tensor
+from ..dtypes import scalar_result_dtype, result_type, get_default_dtype
+from ..backends import backend_of_array
+from .shape import broadcast_shapes, broadcast_to
+from ._util import as_tensor
+
+_SQRT_2 = math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+# --------------------------------------------------------------------------- operand preparation
+def _number(v, op):
+    """A Python scalar for v (Python numbers, NumPy scalars and 0-d host arrays), else None."""
+    if isinstance(v, (int, float)):        # includes bool and numpy.float64
+        return v
+    if getattr(v, "ndim", None) == 0 and type(v).__module__ == "numpy":
+        return v.item()
+    return None
+
+
+def _scalar_operand(t, v, op):
+    """(t, v) ready for ``t <op> v`` with a Python scalar v: t cast when the scalar promotes it
+    (an int tensor times 0.5 gives the default float dtype), v typed for the backend."""
+    dt = t.data.dtype
+    rd = scalar_result_dtype(dt, v, op)
+    if rd is not dt and rd != dt:
+        t = t.to(dtype=rd)
+    return t, (t.device._backend or t.device.backend).scalar(v, rd)
+
+
+def _operands(a, b, op):
+    """Normalise a binary op's operands: at least one Tensor; the other a Tensor or a backend scalar."""
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            if b.device is not a.device:
+                raise RuntimeError(f"{op}: expected all tensors on one device, got {a.device} and {b.device}; "
+                                   "move one with .to()")
+            if state.enabled and (a.requires_grad or b.requires_grad):
+                a, b = _align(a, b, op)
+            return a, b
+        v = _number(b, op)
+        if v is not None:
+            return _scalar_operand(a, v, op)
+        return _operands(a, as_tensor(b, op, like=a), op)
+    if isinstance(b, Tensor):
+        v = _number(a, op)
+        if v is not None:
+            b, v = _scalar_operand(b, v, op)
+            return v, b
+        return _operands(as_tensor(a, op, like=b), b, op)
+    raise TypeError(f"{op}: expected at least one Tensor, got {type(a).__name__} and {type(b).__name__}")
+
+
+def _align(a, b, op):
+    """Broadcast and cast the operands that need a gradient, so backward needs no un-broadcasting."""
+    sa, sb = a.data.shape, b.data.shape
+    if sa != sb:
+        shape = broadcast_shapes(sa, sb, op=op)
+        if sa != shape and a.requires_grad:
+            a = broadcast_to(a, shape)
+        if sb != shape and b.requires_grad:
+            b = broadcast_to(b, shape)
+    da, db = a.data.dtype, b.data.dtype
+    if da is not db and da != db:
+        rd = result_type(da, db)
+        if da != rd and a.requires_grad:
+            a = a.to(dtype=rd)
+        if db != rd and b.requires_grad:
+            b = b.to(dtype=rd)
+    return a, b
+
+
+def _data(v):
+    return v.data if isinstance(v, Tensor) else v
+
+
+def _check_shapes(a, b, op):
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.data.shape != b.data.shape:
+        broadcast_shapes(a.data.shape, b.data.shape, op=op)   # raises with a clear message
+
+
+# --------------------------------------------------------------------------- binary arithmetic
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return ctx.wrap(_data(a) + _data(b))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+
+
+class Sub(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return ctx.wrap(_data(a) - _data(b))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, (-grad if ctx.needs_input_grad[1] else None)
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        need_a, need_b = ctx.needs_input_grad
+        ctx.save_for_backward(a if need_b and isinstance(a, Tensor) else None,
+                              b if need_a and isinstance(b, Tensor) else None)
+        if not isinstance(b, Tensor):
+            ctx.b = b
+        if not isinstance(a, Tensor):
+            ctx.a = a
+        return ctx.wrap(_data(a) * _data(b))
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        ga = grad * (b if b is not None else ctx.b) if need_a else None
+        gb = grad * (a if a is not None else ctx.a) if need_b else None
+        return ga, gb
+
+
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        y = ctx.wrap(_data(a) / _data(b))
+        ctx.save_for_backward(b if isinstance(b, Tensor) else None, y if ctx.needs_input_grad[1] else None)
+        if not isinstance(b, Tensor):
+            ctx.b = b
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        b, y = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        if b is None:
+            b = ctx.b
+        ga = grad / b if need_a else None
+        gb = -grad * y / b if need_b else None
+        return ga, gb
+
+
+class Pow(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        y = ctx.wrap(_data(a) ** _data(b))
+        ctx.save_for_backward(a if isinstance(a, Tensor) else None, b if isinstance(b, Tensor) else None,
+                              y if ctx.needs_input_grad[1] else None)
+        if not isinstance(a, Tensor):
+            ctx.a = a
+        if not isinstance(b, Tensor):
+            ctx.b = b
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, y = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        ga = gb = None
+        if need_a:
+            if b is None:
+                e = ctx.b
+                ga = grad * e if e == 1 else grad * (e * a ** (e - 1)) if e != 0 else grad * 0.0
+            else:
+                ga = grad * b * a ** (b - 1.0)
+        if need_b:
+            if a is None:
+                gb = grad * y * (math.log(ctx.a) if ctx.a > 0 else math.nan)
+            else:
+                # 0 ** b has derivative 0 in b for b > 0 (log(0) would give 0 * -inf = nan)
+                gb = where(a == 0, 0.0, grad * y * log(where(a == 0, 1.0, a)))
+        return ga, gb
+
+
+class Maximum(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(*(v if isinstance(v, Tensor) else None for v in (a, b)))
+        ctx.consts = (a, b)
+        return ctx.wrap(ctx.xp.maximum(_data(a), _data(b)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _minmax_grads(ctx, grad, greater)
+
+
+class Minimum(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(*(v if isinstance(v, Tensor) else None for v in (a, b)))
+        ctx.consts = (a, b)
+        return ctx.wrap(ctx.xp.minimum(_data(a), _data(b)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _minmax_grads(ctx, grad, less)
+
+
+def _minmax_grads(ctx, grad, wins):
+    """The gradient goes to the operand that was picked; a tie splits it evenly, as in PyTorch."""
+    a, b = ctx.saved_tensors
+    a = a if a is not None else ctx.consts[0]
+    b = b if b is not None else ctx.consts[1]
+    half = grad * 0.5
+    ga = where(wins(a, b), grad, where(equal(a, b), half, 0.0)) if ctx.needs_input_grad[0] else None
+    gb = where(wins(b, a), grad, where(equal(a, b), half, 0.0)) if ctx.needs_input_grad[1] else None
+    return ga, gb
+
+
+def add(a, b):
+    """a + b with broadcasting; either may be a Python number."""
+    a, b = _operands(a, b, "add")
+    return Add.apply(a, b)
+
+
+def sub(a, b):
+    a, b = _operands(a, b, "sub")
+    return Sub.apply(a, b)
+
+
+def rsub(a, b):
+    return sub(b, a)
+
+
+def mul(a, b):
+    a, b = _operands(a, b, "mul")
+    return Mul.apply(a, b)
+
+
+def _true_div_operands(a, b):
+    a, b = _operands(a, b, "div")
+    fa, fb = isinstance(a, Tensor), isinstance(b, Tensor)
+    # integer / integer is a float division (to the default float dtype, as in PyTorch)
+    if (not fa or a.data.dtype.kind in "biu") and (not fb or b.data.dtype.kind in "biu"):
+        d = get_default_dtype()
+        a = a.to(dtype=d) if fa else float(a)
+        b = b.to(dtype=d) if fb else float(b)
+        a, b = _operands(a, b, "div")
+    return a, b
+
+
+def div(a, b):
+    """a / b (true division)."""
+    a, b = _true_div_operands(a, b)
+    return Div.apply(a, b)
+
+
+true_divide = divide = div
+
+
+def rdiv(a, b):
+    return div(b, a)
+
+
+def pow(a, b):
+    """a ** b; either may be a Python number."""
+    a, b = _operands(a, b, "pow")
+    return Pow.apply(a, b)
+
+
+def rpow(a, b):
+    return pow(b, a)
+
+
+def maximum(a, b):
+    """Elementwise max; at ties each operand gets half the gradient."""
+    a, b = _operands(a, b, "maximum")
+    return Maximum.apply(a, b)
+
+
+def minimum(a, b):
+    a, b = _operands(a, b, "minimum")
+    return Minimum.apply(a, b)
+
+
+# --------------------------------------------------------------------------- constants of the graph
+def _constant(name, a, b, op):
+    """A binary op whose result takes no part in differentiation (comparisons, //, %)."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        if a.device is not b.device:
+            raise RuntimeError(f"{op}: expected all tensors on one device, got {a.device} and {b.device}; "
+                               "move one with .to()")
+        _check_shapes(a, b, op)
+    else:
+        a, b = _operands(a, b, op)
+    t = a if isinstance(a, Tensor) else b
+    backend = t.device._backend or t.device.backend
+    return Tensor._make(getattr(backend.xp, name)(_data(a), _data(b)), t.device)
+
+
+def equal(a, b):
+    return _constant("equal", a, b, "eq")
+
+
+def not_equal(a, b):
+    return _constant("not_equal", a, b, "ne")
+
+
+def less(a, b):
+    return _constant("less", a, b, "lt")
+
+
+def less_equal(a, b):
+    return _constant("less_equal", a, b, "le")
+
+
+def greater(a, b):
+    return _constant("greater", a, b, "gt")
+
+
+def greater_equal(a, b):
+    return _constant("greater_equal", a, b, "ge")
+
+
+eq, ne, lt, le, gt, ge = equal, not_equal, less, less_equal, greater, greater_equal
+
+
+def floor_divide(a, b):
+    """a // b, rounded toward minus infinity; a constant to the graph."""
+    return _constant("floor_divide", a, b, "floor_divide")
+
+
+def remainder(a, b):
+    """a % b with the sign of b (Python's and NumPy's convention); a constant to the graph."""
+    return _constant("remainder", a, b, "remainder")
+
+
+def logical_and(a, b):
+    return _constant("logical_and", a, b, "logical_and")
+
+
+def logical_or(a, b):
+    return _constant("logical_or", a, b, "logical_or")
+
+
+def logical_xor(a, b):
+    return _constant("logical_xor", a, b, "logical_xor")
+
+
+def _bitwise(name, a, b, op):
+    t = a if isinstance(a, Tensor) else b
+    if isinstance(t, Tensor) and t.dtype.kind not in "biu":
+        raise TypeError(f"{op}: expected bool or integer tensors, got {t.dtype}")
+    return _constant(name, a, b, op)
+
+
+def bitwise_and(a, b):
+    return _bitwise("bitwise_and", a, b, "and")
+
+
+def bitwise_or(a, b):
+    return _bitwise("bitwise_or", a, b, "or")
+
+
+def bitwise_xor(a, b):
+    return _bitwise("bitwise_xor", a, b, "xor")
+
+
+def _unary_constant(name, x, op):
+    x = as_tensor(x, op)
+    return Tensor._make(getattr(x.device.backend.xp, name)(x.data), x.device)
+
+
+def sign(x):
+    """-1, 0 or 1 by the sign of x; a constant to the graph (its derivative is 0 almost everywhere)."""
+    return _unary_constant("sign", x, "sign")
+
+
+def floor(x):
+    return _unary_constant("floor", x, "floor")
+
+
+def ceil(x):
+    return _unary_constant("ceil", x, "ceil")
+
+
+def round(x):
+    return _unary_constant("round", x, "round")
+
+
+def logical_not(x):
+    return _unary_constant("logical_not", x, "logical_not")
+
+
+def bitwise_not(x):
+    x = as_tensor(x, "invert")
+    if x.dtype.kind not in "biu":
+        raise TypeError(f"invert (~): expected a bool or integer tensor, got {x.dtype}")
+    return _unary_constant("invert", x, "invert")
+
+
+def isnan(x):
+    return _unary_constant("isnan", x, "isnan")
+
+
+def isinf(x):
+    return _unary_constant("isinf", x, "isinf")
+
+
+def isfinite(x):
+    return _unary_constant("isfinite", x, "isfinite")
+
+
+# --------------------------------------------------------------------------- unary maths
+class Neg(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.wrap(-x.data)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+class Abs(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.wrap(ctx.xp.abs(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * sign(x)
+
+
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = ctx.wrap(ctx.xp.exp(x.data))
+        ctx.save_for_backward(y)          # the output is cheaper to reuse than to recompute
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, = ctx.saved_tensors
+        return grad * y
+
+
+class Expm1(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = ctx.wrap(ctx.xp.expm1(x.data))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, = ctx.saved_tensors
+        return grad * (y + 1.0)
+
+
+class Log(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.wrap(ctx.xp.log(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad / x
+
+
+class Log1p(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.wrap(ctx.xp.log1p(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad / (x + 1.0)
+
+
+class Sqrt(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = ctx.wrap(ctx.xp.sqrt(x.data))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, = ctx.saved_tensors
+        return grad / (y * 2.0)
+
+
+class Rsqrt(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = ctx.wrap(1.0 / ctx.xp.sqrt(x.data))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, = ctx.saved_tensors
+        return grad * (y * y * y) * -0.5
+
+
+class Square(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.wrap(ctx.xp.square(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * (x * 2.0)
+
+
+class Sin(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.wrap(ctx.xp.sin(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * cos(x)
+
+
+class Cos(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.wrap(ctx.xp.cos(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * -sin(x)
+
+
+class Tan(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = ctx.wrap(ctx.xp.tan(x.data))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, = ctx.saved_tensors
+        return grad * (y * y + 1.0)
+
+
+class Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = ctx.wrap(ctx.xp.tanh(x.data))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, = ctx.saved_tensors
+        return grad * (1.0 - y * y)
+
+
+class Sigmoid(Function):
+    # fused: the composed 1 / (1 + exp(-x)) overflows in exp for x << 0, and its backward from the
+    # saved output, y * (1 - y), stays finite where the composed one gives inf * 0
+    @staticmethod
+    def forward(ctx, x):
+        xp = ctx.xp
+        a = x.data
+        e = xp.exp(-xp.abs(a))                        # never overflows
+        y = ctx.wrap(xp.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(a.dtype, copy=False))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, = ctx.saved_tensors
+        return grad * (y * (1.0 - y))
+
+
+class Relu(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.wrap(ctx.xp.maximum(x.data, x.data.dtype.type(0)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * greater(x, 0)
+
+
+class LeakyRelu(Function):
+    @staticmethod
+    def forward(ctx, x, slope):
+        ctx.save_for_backward(x)
+        ctx.slope = slope
+        a = x.data
+        return ctx.wrap(ctx.xp.where(a > 0, a, a * a.dtype.type(slope)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return where(greater(x, 0), grad, grad * ctx.slope), None
+
+
+class Elu(Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        xp = ctx.xp
+        a = x.data
+        y = ctx.wrap(xp.where(a > 0, a, xp.expm1(xp.minimum(a, 0)) * a.dtype.type(alpha)))
+        ctx.save_for_backward(x, y)
+        ctx.alpha = alpha
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        return where(greater(x, 0), grad, grad * (y + ctx.alpha)), None
+
+
+class Erf(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.wrap((ctx.device._backend or ctx.device.backend).erf(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * (exp(-(x * x)) * _2_OVER_SQRT_PI)
+
+
+class Softplus(Function):
+    # fused for stability: log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)) never overflows
+    @staticmethod
+    def forward(ctx, x):
+        xp = ctx.xp
+        a = x.data
+        ctx.save_for_backward(x)
+        return ctx.wrap(xp.maximum(a, 0) + xp.log1p(xp.exp(-xp.abs(a))))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * sigmoid(x)
+
+
+def _unary(cls, op):
+    def f(x):
+        if not isinstance(x, Tensor):
+            x = as_tensor(x, op)
+        return cls.apply(x)
+    f.__name__ = op
+    return f
+
+
+neg = _unary(Neg, "neg")
+abs = _unary(Abs, "abs")
+exp = _unary(Exp, "exp")
+expm1 = _unary(Expm1, "expm1")
+log = _unary(Log, "log")
+log1p = _unary(Log1p, "log1p")
+sqrt = _unary(Sqrt, "sqrt")
+rsqrt = _unary(Rsqrt, "rsqrt")
+square = _unary(Square, "square")
+sin = _unary(Sin, "sin")
+cos = _unary(Cos, "cos")
+tan = _unary(Tan, "tan")
+tanh = _unary(Tanh, "tanh")
+sigmoid = _unary(Sigmoid, "sigmoid")
+relu = _unary(Relu, "relu")
+erf = _unary(Erf, "erf")
+for _f, _doc in [(neg, "-x"), (abs, "|x|; the gradient at 0 is 0"), (exp, "e ** x"), (expm1, "e ** x - 1, exact near 0"),
+                 (log, "Natural logarithm"), (log1p, "log(1 + x), exact near 0"), (sqrt, "Square root"),
+                 (rsqrt, "1 / sqrt(x)"), (square, "x * x"), (sin, "Sine"), (cos, "Cosine"), (tan, "Tangent"),
+                 (tanh, "Hyperbolic tangent"), (sigmoid, "1 / (1 + exp(-x)), computed without overflow"),
+                 (relu, "max(x, 0); the gradient at 0 is 0"), (erf, "The error function")]:
+    _f.__doc__ = _doc + ", elementwise."
+negative = neg
+
+
+def leaky_relu(x, negative_slope=0.01):
+    """x where x > 0, else negative_slope * x."""
+    return LeakyRelu.apply(as_tensor(x, "leaky_relu"), float(negative_slope))
+
+
+def elu(x, alpha=1.0):
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+    return Elu.apply(as_tensor(x, "elu"), float(alpha))
+
+
+def gelu(x, approximate="none"):
+    """x * Phi(x) with the exact erf form (PyTorch's default), or the tanh approximation."""
+    x = as_tensor(x, "gelu")
+    if approximate == "none":
+        return x * (erf(x * (1.0 / _SQRT_2)) + 1.0) * 0.5
+    if approximate == "tanh":
+        return x * (tanh((x + x * x * x * 0.044715) * _SQRT_2_OVER_PI) + 1.0) * 0.5
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(x):
+    """x * sigmoid(x) (also called swish)."""
+    x = as_tensor(x, "silu")
+    return x * sigmoid(x)
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, computed stably; linear where beta * x > threshold (as in PyTorch)."""
+    x = as_tensor(x, "softplus")
+    bx = x * beta if beta != 1 else x
+    y = Softplus.apply(bx)
+    if beta != 1:
+        y = y / beta
+    return where(greater(bx, threshold), x, y)
+
+
+# --------------------------------------------------------------------------- where, clamp
+class Where(Function):
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        ctx.cond = cond
+        return ctx.wrap(ctx.xp.where(cond.data, _data(a), _data(b)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        c = ctx.cond
+        ga = where(c, grad, 0.0) if ctx.needs_input_grad[1] else None
+        gb = where(c, 0.0, grad) if ctx.needs_input_grad[2] else None
+        return None, ga, gb
+
+
+def where(cond, a, b):
+    """a where cond is true, else b (broadcast together); cond takes no gradient."""
+    ref = next((v for v in (a, b, cond) if isinstance(v, Tensor)), None)
+    if ref is None:
+        raise TypeError("where: expected at least one Tensor among cond, a and b")
+    cond = as_tensor(cond, "where", like=ref)
+    if cond.dtype.kind != "b":
+        cond = Tensor._make(cond.data.astype(bool), cond.device)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = as_tensor(a, "where", like=cond)
+    ta = isinstance(a, Tensor)
+    if ta and isinstance(b, Tensor):
+        for v in (a, b):
+            if v.device is not cond.device:
+                raise RuntimeError(f"where: expected all tensors on one device, got {cond.device} and {v.device}")
+        shape = broadcast_shapes(cond.shape, a.shape, b.shape, op="where")
+        if a.dtype != b.dtype:
+            rd = result_type(a.dtype, b.dtype)
+            a, b = a.to(dtype=rd), b.to(dtype=rd)
+    else:
+        t, v = (a, b) if ta else (b, a)
+        if t.device is not cond.device:
+            raise RuntimeError(f"where: expected all tensors on one device, got {cond.device} and {t.device}")
+        t, v = _operands(t, v, "where")
+        a, b = (t, v) if ta else (v, t)
+        shape = broadcast_shapes(cond.shape, t.shape, op="where")
+    if state.enabled:
+        a = broadcast_to(a, shape) if isinstance(a, Tensor) and a.requires_grad and a.shape != shape else a
+        b = broadcast_to(b, shape) if isinstance(b, Tensor) and b.requires_grad and b.shape != shape else b
+    return Where.apply(cond, a, b)
+
+
+class Clamp(Function):
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x)
+        ctx.lo, ctx.hi = lo, hi
+        return ctx.wrap(ctx.xp.clip(x.data, lo, hi))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        inside = None
+        if ctx.lo is not None:
+            inside = greater_equal(x, ctx.lo)
+        if ctx.hi is not None:
+            m = less_equal(x, ctx.hi)
+            inside = m if inside is None else logical_and(inside, m)
+        return where(inside, grad, 0.0), None, None
+
+
+def clamp(x, min=None, max=None):
+    """x limited to [min, max] (either may be None); numbers or tensors. The gradient passes where
+    x is inside the range, boundaries included."""
+    x = as_tensor(x, "clamp")
+    if min is None and max is None:
+        raise ValueError("clamp: expected at least one of min and max")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        y = x if min is None else maximum(x, min)
+        return y if max is None else minimum(y, max)
+    backend = x.device._backend or x.device.backend
+    dt = x.data.dtype
+    lo = None if min is None else backend.scalar(_number(min, "clamp"), scalar_result_dtype(dt, _number(min, "clamp"), "clamp"))
+    hi = None if max is None else backend.scalar(_number(max, "clamp"), scalar_result_dtype(dt, _number(max, "clamp"), "clamp"))
+    return Clamp.apply(x, lo, hi)
+
+
+def clip(x, a_min=None, a_max=None):
+    return clamp(x, a_min, a_max)

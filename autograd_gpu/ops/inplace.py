@@ -1,0 +1,133 @@
+"""In-place ops: the result is computed out of place, then written into the tensor's own memory,
+and the tensor takes the result's place in the graph. Each write bumps the version counter that
+saved tensors are checked against, so backward through a stale saved value raises."""
+from ..autograd.function import Function
+from ..autograd.grad_mode import state
+from ..tensor import Tensor
+from .shape import broadcast_to
+from ._util import as_tensor
+
+__all__ = ["apply_inplace", "add_", "sub_", "mul_", "div_", "fill_", "zero_", "copy_", "clamp_"]
+
+
+def check_inplace(x, recording, op):
+    """Refuse the in-place edits that would make gradients wrong."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor to modify, got {type(x).__name__}")
+    if recording and x.requires_grad and x.grad_fn is None:
+        raise RuntimeError(f"{op}: a leaf tensor that requires grad cannot be modified in place while "
+                           "gradients are recorded; do it under ag.no_grad() or use an out-of-place op")
+    if recording and x._base is not None and x._base.requires_grad:
+        raise RuntimeError(f"{op}: in-place modification of a view of a tensor that requires grad is not "
+                           "supported (the gradient of the base would be wrong); use an out-of-place op")
+    if not getattr(x.data.flags, "writeable", True):
+        raise RuntimeError(f"{op}: the tensor's memory is read-only (it is a broadcast view, e.g. from "
+                           "expand/broadcast_to); call .clone() first")
+
+
+def snapshot(x):
+    """A copy of x's data that stands where x stands in the graph (the value before the edit)."""
+    s = Tensor._make(x.data.copy(), x.device)
+    s.requires_grad = x.requires_grad
+    s.grad_fn = x.grad_fn
+    if x.grad_fn is not None:
+        s._output_nr = x._output_nr
+    return s
+
+
+def write_result(x, r, recording, op):
+    """Copy r into x's memory (same shape; dtype cast within its kind) and move x in the graph."""
+    if r.shape != x.shape:
+        raise RuntimeError(f"{op}: the result has shape {r.shape} but the tensor modified in place has shape "
+                           f"{x.shape}; in-place ops cannot change the shape")
+    if r.dtype != x.dtype:
+        if r.dtype.kind in "fc" and x.dtype.kind in "biu" or r.dtype.kind == "c" and x.dtype.kind != "c":
+            raise TypeError(f"{op}: the result has dtype {r.dtype}, which cannot be stored in place in a "
+                            f"tensor of dtype {x.dtype}")
+        r = r.to(dtype=x.dtype)
+    xp = x.device.backend.xp
+    xp.copyto(x.data, r.data)
+    x._version[0] += 1
+    if recording and r.requires_grad:
+        if r.grad_fn is None:           # r is a leaf (e.g. copy_ from a parameter): x must not become one
+            from .misc import clone
+            r = clone(r)
+        x.grad_fn = r.grad_fn
+        x._output_nr = r._output_nr
+        x.requires_grad = True
+    return x
+
+
+def apply_inplace(x, fn, op, *args):
+    """x <- fn(x, *args) in x's own memory; differentiable when recording."""
+    recording = state.enabled and (
+        (isinstance(x, Tensor) and x.requires_grad) or any(isinstance(a, Tensor) and a.requires_grad for a in args))
+    check_inplace(x, recording, op)
+    r = fn(snapshot(x) if recording else x, *args)
+    return write_result(x, r, recording, op)
+
+
+def add_(x, other, alpha=1):
+    """x += alpha * other, in place."""
+    from .elementwise import add, mul
+    return apply_inplace(x, lambda a, b: add(a, b if alpha == 1 else mul(b, alpha)), "add_", other)
+
+
+def sub_(x, other, alpha=1):
+    from .elementwise import sub, mul
+    return apply_inplace(x, lambda a, b: sub(a, b if alpha == 1 else mul(b, alpha)), "sub_", other)
+
+
+def mul_(x, other):
+    from .elementwise import mul
+    return apply_inplace(x, mul, "mul_", other)
+
+
+def div_(x, other):
+    from .elementwise import div
+    return apply_inplace(x, div, "div_", other)
+
+
+def pow_(x, other):
+    from .elementwise import pow
+    return apply_inplace(x, pow, "pow_", other)
+
+
+def clamp_(x, min=None, max=None):
+    from .elementwise import clamp
+    return apply_inplace(x, lambda a: clamp(a, min, max), "clamp_")
+
+
+class Fill(Function):
+    @staticmethod
+    def forward(ctx, x, value):
+        return ctx.wrap(ctx.xp.full(x.data.shape, value, dtype=x.data.dtype))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 0.0, None          # the old values no longer matter
+
+
+def fill_(x, value):
+    """Set every element to ``value``, in place."""
+    if isinstance(value, Tensor):
+        if value.data.size != 1:
+            raise ValueError(f"fill_: expected a number or a one-element tensor, got shape {value.shape}")
+        return copy_(x, value.reshape(()))
+    return apply_inplace(x, lambda a: Fill.apply(a, value), "fill_")
+
+
+def zero_(x):
+    return fill_(x, 0)
+
+
+def copy_(x, src):
+    """Copy ``src`` (broadcast to x's shape, cast to x's dtype) into x, in place."""
+    def fn(a, s):
+        s = as_tensor(s, "copy_", like=a)
+        if s.device is not a.device:
+            s = s.to(a.device)
+        if s.dtype != a.dtype:
+            s = s.to(dtype=a.dtype)
+        return broadcast_to(s, a.shape) if s.shape != a.shape else s
+    return apply_inplace(x, fn, "copy_", src)

@@ -1,0 +1,49 @@
+"""Ops that move or copy data without changing values: cast, to_device, clone."""
+from ..autograd.function import Function
+from ..tensor import Tensor
+
+
+class Cast(Function):
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.src = x.data.dtype
+        return ctx.wrap(x.data.astype(dtype))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(dtype=ctx.src) if ctx.src.kind in "fc" else None, None
+
+
+def cast(x, dtype):
+    """x converted to ``dtype``; the gradient is cast back to x's dtype."""
+    return Cast.apply(x, dtype)
+
+
+class ToDevice(Function):
+    @staticmethod
+    def forward(ctx, x, dev):
+        ctx.src = x.device
+        return Tensor._make(dev.backend.asarray(x.data), dev)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(ctx.src), None
+
+
+def to_device(x, dev):
+    """x copied to device ``dev``; the gradient is copied back."""
+    return ToDevice.apply(x, dev)
+
+
+class Clone(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.wrap(x.data.copy())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def clone(x):
+    return Clone.apply(x)

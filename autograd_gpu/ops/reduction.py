@@ -1,0 +1,311 @@
+"""Reductions: sum, max, min, prod, logsumexp primitives; mean, var, std, norm composed.
+argmax/argmin/any/all are constants of the graph."""
+import builtins
+import math
+
+from ..autograd.function import Function
+from ..tensor import Tensor
+from ..dtypes import get_default_dtype
+from .shape import broadcast_to, reshape
+from .elementwise import where, equal, sqrt, abs as _abs, log, exp, maximum
+from ._util import as_tensor, normalize_dims, normalize_dim, pick
+
+__all__ = ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "prod", "logsumexp", "norm",
+           "argmax", "argmin", "any", "all", "cumsum"]
+
+
+def _axes(x, axis, dim, op):
+    return normalize_dims(pick(axis, dim, op), x.ndim, op)
+
+
+def _kept_shape(shape, axes):
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _regrow(grad, in_shape, axes, keepdims):
+    """grad of a reduced output, broadcast back over the reduced axes of the input."""
+    if not keepdims and axes:
+        grad = reshape(grad, _kept_shape(in_shape, axes))
+    return broadcast_to(grad, in_shape)
+
+
+class Sum(Function):
+    @staticmethod
+    def forward(ctx, x, axes, keepdims):
+        ctx.shape, ctx.axes, ctx.keepdims = x.data.shape, axes, keepdims
+        return ctx.wrap(ctx.xp.sum(x.data, axis=axes, keepdims=keepdims))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _regrow(grad, ctx.shape, ctx.axes, ctx.keepdims), None, None
+
+
+def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None, dtype=None):
+    """Sum over ``axis`` (alias ``dim``; int, tuple or None for all); bool/int sums are int64."""
+    x = as_tensor(x, "sum")
+    axes = _axes(x, axis, dim, "sum")
+    keep = keepdims if keepdim is None else keepdim
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    elif x.dtype.kind in "bi" and x.dtype.itemsize < 8 or x.dtype.kind == "b":
+        x = x.to(dtype="int64")
+    return Sum.apply(x, axes, bool(keep))
+
+
+def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """Mean over ``axis`` (all elements when None); integer inputs give the default float dtype."""
+    x = as_tensor(x, "mean")
+    axes = _axes(x, axis, dim, "mean")
+    if x.dtype.kind not in "fc":
+        x = x.to(dtype=get_default_dtype())
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    s = sum(x, axes, keepdims if keepdim is None else keepdim)
+    return s / n if n else s * math.nan
+
+
+def var(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None):
+    """Variance over ``axis``, dividing by n - ddof. ``correction`` (PyTorch's name) and ``unbiased``
+    are accepted for ddof; the default is NumPy's ddof=0 (PyTorch's is 1: pass correction=1)."""
+    x = as_tensor(x, "var")
+    axes = _axes(x, axis, dim, "var")
+    keep = keepdims if keepdim is None else keepdim
+    d = _ddof(ddof, correction, unbiased, "var")
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    diff = x - mean(x, axes, True)
+    return sum(diff * diff, axes, keep) / builtins.max(n - d, 0) if n - d > 0 else sum(diff * diff, axes, keep) * math.nan
+
+
+def _ddof(ddof, correction, unbiased, op):
+    given = [v for v in (ddof, correction, unbiased) if v is not None]
+    if len(given) > 1:
+        raise TypeError(f"{op}: pass only one of ddof=, correction= and unbiased=")
+    if unbiased is not None:
+        return 1 if unbiased else 0
+    return given[0] if given else 0
+
+
+def std(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None):
+    """Standard deviation: sqrt(var(...)) with the same arguments."""
+    return sqrt(var(x, axis, keepdims, dim=dim, keepdim=keepdim, ddof=ddof, correction=correction, unbiased=unbiased))
+
+
+class _MaxMin(Function):
+    pick_fn = None
+
+    @classmethod
+    def forward(cls, ctx, x, axes, keepdims):
+        xp = ctx.xp
+        if x.data.size == 0:
+            raise ValueError(f"{cls.__name__.lower()}: cannot reduce an empty tensor (shape {x.data.shape})")
+        y = ctx.wrap(getattr(xp, cls.pick_fn)(x.data, axis=axes, keepdims=keepdims))
+        ctx.save_for_backward(x, y)
+        ctx.axes, ctx.keepdims = axes, keepdims
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        # the gradient is split evenly between tied extremes (as PyTorch's amax/amin do)
+        x, y = ctx.saved_tensors
+        shape = x.shape
+        y = _regrow(y, shape, ctx.axes, ctx.keepdims)
+        mask = equal(x, y)
+        count = sum(mask, ctx.axes, True).to(dtype=x.dtype)
+        return where(mask, _regrow(grad, shape, ctx.axes, ctx.keepdims) / count, 0.0), None, None
+
+
+class Max(_MaxMin):
+    pick_fn = "max"
+
+
+class Min(_MaxMin):
+    pick_fn = "min"
+
+
+def _max_min(cls, x, axis, keepdims, dim, keepdim, op):
+    x = as_tensor(x, op)
+    axes = _axes(x, axis, dim, op)
+    if not axes and x.ndim:
+        return x
+    return cls.apply(x, axes, bool(keepdims if keepdim is None else keepdim))
+
+
+def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """Largest value over ``axis`` (all elements when None); ties share the gradient.
+    For the values of two tensors elementwise use ``maximum``."""
+    if isinstance(axis, Tensor):
+        return maximum(x, axis)
+    return _max_min(Max, x, axis, keepdims, dim, keepdim, "max")
+
+
+def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """Smallest value over ``axis`` (all elements when None); ties share the gradient."""
+    if isinstance(axis, Tensor):
+        from .elementwise import minimum
+        return minimum(x, axis)
+    return _max_min(Min, x, axis, keepdims, dim, keepdim, "min")
+
+
+amax, amin = max, min
+
+
+class LogSumExp(Function):
+    # fused: shifting by the max keeps exp from overflowing (float32 overflows at x > 88)
+    @staticmethod
+    def forward(ctx, x, axes, keepdims):
+        xp = ctx.xp
+        a = x.data
+        m = xp.max(a, axis=axes, keepdims=True) if a.size else xp.zeros(_kept_shape(a.shape, axes), a.dtype)
+        m = xp.where(xp.isfinite(m), m, 0)
+        out = xp.log(xp.sum(xp.exp(a - m), axis=axes, keepdims=True)) + m
+        y = ctx.wrap(out if keepdims else out.reshape(tuple(s for i, s in enumerate(a.shape) if i not in axes)))
+        ctx.save_for_backward(x, y)
+        ctx.axes, ctx.keepdims = axes, keepdims
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        shape = x.shape
+        softmax = exp(x - _regrow(y, shape, ctx.axes, ctx.keepdims))
+        return _regrow(grad, shape, ctx.axes, ctx.keepdims) * softmax, None, None
+
+
+def logsumexp(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """log(sum(exp(x))) over ``axis``, without overflow."""
+    x = as_tensor(x, "logsumexp")
+    return LogSumExp.apply(x, _axes(x, axis, dim, "logsumexp"), bool(keepdims if keepdim is None else keepdim))
+
+
+class Prod(Function):
+    @staticmethod
+    def forward(ctx, x, axes, keepdims):
+        ctx.save_for_backward(x)
+        ctx.axes, ctx.keepdims = axes, keepdims
+        return ctx.wrap(ctx.xp.prod(x.data, axis=axes, keepdims=keepdims))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # d prod / d x_i is the product of the others; written so that zeros in x are exact:
+        # no zero -> prod / x_i; one zero -> the product of the non-zeros at that zero, 0 elsewhere
+        x, = ctx.saved_tensors
+        axes, shape = ctx.axes, x.shape
+        zero = equal(x, 0)
+        n_zero = _regrow(sum(zero, axes, True), shape, axes, True)
+        x_nz = where(zero, 1.0, x)
+        p_nz = _regrow(prod(x_nz, axes, True), shape, axes, True)
+        others = where(zero, where(equal(n_zero, 1), p_nz, 0.0), where(equal(n_zero, 0), p_nz / x_nz, 0.0))
+        return _regrow(grad, shape, axes, ctx.keepdims) * others, None, None
+
+
+def prod(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """Product over ``axis``; the gradient is exact where x has zeros."""
+    x = as_tensor(x, "prod")
+    return Prod.apply(x, _axes(x, axis, dim, "prod"), bool(keepdims if keepdim is None else keepdim))
+
+
+def norm(x, ord=None, axis=None, keepdims=False, *, p=None, dim=None, keepdim=None):
+    """Vector p-norm over ``axis`` (all elements when None): ord 2 (default, also 'fro'), 1, inf,
+    -inf, 0 (count of non-zeros), or any other real p as (sum |x|**p) ** (1/p)."""
+    x = as_tensor(x, "norm")
+    o = pick(ord, p, "norm", "ord", "p")
+    o = 2 if o is None or o == "fro" else o
+    axes = _axes(x, axis, dim, "norm")
+    keep = keepdims if keepdim is None else keepdim
+    if isinstance(o, str):
+        raise ValueError(f"norm: expected ord to be a number or 'fro', got {o!r}")
+    if o == 2:
+        return _Norm2.apply(x, axes, bool(keep))
+    if o == math.inf:
+        return max(_abs(x), axes, keep)
+    if o == -math.inf:
+        return min(_abs(x), axes, keep)
+    if o == 1:
+        return sum(_abs(x), axes, keep)
+    if o == 0:
+        return sum(Tensor._make((x.data != 0).astype(x.dtype), x.device), axes, keep)
+    return sum(_abs(x) ** o, axes, keep) ** (1.0 / o)
+
+
+class _Norm2(Function):
+    # fused so that the gradient at the zero vector is 0 (the subgradient PyTorch picks), not nan
+    @staticmethod
+    def forward(ctx, x, axes, keepdims):
+        xp = ctx.xp
+        y = ctx.wrap(xp.sqrt(xp.sum(x.data * x.data, axis=axes, keepdims=keepdims)))
+        ctx.save_for_backward(x, y)
+        ctx.axes, ctx.keepdims = axes, keepdims
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, y = ctx.saved_tensors
+        shape = x.shape
+        y = _regrow(y, shape, ctx.axes, ctx.keepdims)
+        safe = where(equal(y, 0), 1.0, y)
+        return _regrow(grad, shape, ctx.axes, ctx.keepdims) * where(equal(y, 0), 0.0, x / safe), None, None
+
+
+def _arg(name, x, axis, dim, keepdims, keepdim, op):
+    x = as_tensor(x, op)
+    a = pick(axis, dim, op)
+    if x.data.size == 0:
+        raise ValueError(f"{op}: cannot take {op} of an empty tensor (shape {x.shape})")
+    xp = x.device.backend.xp
+    keep = bool(keepdims if keepdim is None else keepdim)
+    if a is None:
+        out = getattr(xp, name)(x.data.reshape(-1))
+        if keep:
+            out = out.reshape((1,) * x.ndim)
+    else:
+        out = getattr(xp, name)(x.data, axis=normalize_dim(a, x.ndim, op), keepdims=keep)
+    return Tensor._make(xp.asarray(out, dtype="int64"), x.device)
+
+
+def argmax(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """Index of the largest value (in the flattened tensor when axis is None); int64, no gradient."""
+    return _arg("argmax", x, axis, dim, keepdims, keepdim, "argmax")
+
+
+def argmin(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    return _arg("argmin", x, axis, dim, keepdims, keepdim, "argmin")
+
+
+def _bool_reduce(name, x, axis, dim, keepdims, keepdim):
+    x = as_tensor(x, name)
+    axes = _axes(x, axis, dim, name)
+    xp = x.device.backend.xp
+    return Tensor._make(xp.asarray(getattr(xp, name)(x.data, axis=axes, keepdims=bool(keepdims if keepdim is None else keepdim))), x.device)
+
+
+def any(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    return _bool_reduce("any", x, axis, dim, keepdims, keepdim)
+
+
+def all(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    return _bool_reduce("all", x, axis, dim, keepdims, keepdim)
+
+
+class CumSum(Function):
+    @staticmethod
+    def forward(ctx, x, axis):
+        ctx.axis = axis
+        return ctx.wrap(ctx.xp.cumsum(x.data, axis=axis))
+
+    @staticmethod
+    def backward(ctx, grad):
+        from .shape import flip
+        return flip(cumsum(flip(grad, ctx.axis), ctx.axis), ctx.axis), None
+
+
+def cumsum(x, axis=None, *, dim=None):
+    """Running sum along ``axis`` (of the flattened tensor when None)."""
+    x = as_tensor(x, "cumsum")
+    a = pick(axis, dim, "cumsum")
+    if a is None:
+        from .shape import flatten
+        return CumSum.apply(flatten(x), 0)
+    return CumSum.apply(x, normalize_dim(a, x.ndim, "cumsum"))

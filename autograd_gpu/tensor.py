@@ -1,0 +1,403 @@
+"""Tensor: a backend array plus autograd metadata, and operator overloads that call ops (no math here)."""
+import weakref
+
+from . import autograd as _autograd_pkg  # noqa: F401  (makes autograd.function importable first)
+from .autograd import function as _function
+from .autograd.grad_mode import state as _grad_state
+from .backends import backend_of_array, get_backend
+from .device import Device, device as _parse_device, get_default_device
+from . import dtypes as _dtypes
+
+__all__ = ["Tensor"]
+
+_new = object.__new__
+
+
+class _Size(int):
+    """``t.size`` is the element count (NumPy's attribute); ``t.size()`` and ``t.size(dim)`` give the
+    shape as in PyTorch."""
+
+    def __new__(cls, shape):
+        n = 1
+        for s in shape:
+            n *= s
+        self = int.__new__(cls, n)
+        self._shape = shape
+        return self
+
+    def __call__(self, dim=None):
+        if dim is None:
+            return self._shape
+        return self._shape[_normalize_dim(dim, len(self._shape), "size")]
+
+
+def _normalize_dim(dim, ndim, op):
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"{op}: expected an integer dim, got {type(dim).__name__}")
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension(s)")
+    return dim % n
+
+
+class _HookHandle:
+    __slots__ = ("_list", "_fn")
+
+    def __init__(self, hooks, fn):
+        self._list, self._fn = hooks, fn
+
+    def remove(self):
+        if self._fn in self._list:
+            self._list.remove(self._fn)
+
+
+class _RetainGrad:
+    """The hook retain_grad() puts on a non-leaf: stores the gradient that reaches it in its .grad."""
+
+    def __init__(self, t):
+        self.ref = weakref.ref(t)
+
+    def __call__(self, g):
+        t = self.ref()
+        if t is not None:
+            g = g if _grad_state.enabled else g.detach()
+            t.grad = g._copy() if t.grad is None and not _grad_state.enabled else (
+                g if t.grad is None else t.grad + g)
+
+
+class Tensor:
+    """An n-dimensional array on a device, recording the ops applied to it when it requires grad."""
+
+    __slots__ = ("data", "requires_grad", "grad", "grad_fn", "device", "_version", "_output_nr",
+                 "_hooks", "_base", "__weakref__")
+    __array_ufunc__ = None     # ndarray <op> Tensor defers to Tensor's reflected operator
+
+    def __init__(self, data, requires_grad=False, device=None, dtype=None):
+        arr, dev = _to_array(data, dtype, device, copy=True, default_float=True)
+        self.data = arr
+        self.device = dev
+        self.grad = None
+        self.grad_fn = None
+        self._version = [0]
+        self._hooks = None
+        self._base = None
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @staticmethod
+    def _make(array, dev):
+        """Wrap a backend array already on ``dev`` (no copy, no checks): the engine's fast path."""
+        t = _new(Tensor)
+        t.data = array
+        t.device = dev
+        t.requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._hooks = None
+        t._version = [0]
+        t._base = None
+        return t
+
+    # -- metadata ----------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def size(self):
+        return _Size(self.data.shape)
+
+    def numel(self):
+        return self.data.size
+
+    def dim(self):
+        return self.data.ndim
+
+    def __len__(self):
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def T(self):
+        return self.permute(*range(self.ndim - 1, -1, -1))
+
+    @property
+    def mT(self):
+        return self.swapaxes(-1, -2)
+
+    @property
+    def xp(self):
+        """The array namespace of this tensor's device (numpy or cupy)."""
+        return self.device.backend.xp
+
+    # -- autograd ------------------------------------------------------------------------------
+    def backward(self, grad=None, retain_graph=None, create_graph=False):
+        """Accumulate the gradient of this tensor into the .grad of every leaf that requires grad."""
+        _engine.backward((self,), None if grad is None else (grad,), retain_graph, create_graph)
+
+    def requires_grad_(self, requires_grad=True):
+        if requires_grad and self.dtype.kind not in "fc":
+            raise RuntimeError(f"requires_grad_: only floating-point tensors can require gradients, got {self.dtype}")
+        if not requires_grad and self.grad_fn is not None:
+            raise RuntimeError("requires_grad_(False) on a non-leaf tensor; use .detach() instead")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self):
+        """The same data (shared memory and version counter), cut from the graph."""
+        t = Tensor._make(self.data, self.device)
+        t._version = self._version
+        return t
+
+    def detach_(self):
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    def retain_grad(self):
+        """Keep the gradient of this non-leaf in .grad after backward (leaves always keep theirs)."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad: the tensor does not require grad")
+        if self.grad_fn is None:
+            return
+        hooks = self._node_hooks()
+        if not any(isinstance(h, _RetainGrad) for h in hooks):
+            hooks.append(_RetainGrad(self))
+
+    @property
+    def retains_grad(self):
+        return self.grad_fn is not None and self.grad_fn._hooks is not None and any(
+            isinstance(h, _RetainGrad) for h in self.grad_fn._hooks.get(self._output_nr, ()))
+
+    def register_hook(self, fn):
+        """Call ``fn(grad)`` when the gradient for this tensor is computed; a non-None return value
+        replaces the gradient. Returns a handle with ``.remove()``."""
+        if not self.requires_grad:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that does not require grad")
+        if not callable(fn):
+            raise TypeError(f"register_hook: expected a callable, got {type(fn).__name__}")
+        if self.grad_fn is None:
+            if self._hooks is None:
+                self._hooks = []
+            hooks = self._hooks
+        else:
+            hooks = self._node_hooks()
+        hooks.append(fn)
+        return _HookHandle(hooks, fn)
+
+    def _node_hooks(self):
+        node = self.grad_fn
+        if node._hooks is None:
+            node._hooks = {}
+        return node._hooks.setdefault(self._output_nr, [])
+
+    # -- conversions ---------------------------------------------------------------------------
+    def numpy(self):
+        """The data as a NumPy array: the array itself on the CPU, a host copy from the GPU."""
+        return self.device.backend.to_host(self.data)
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"item: only one-element tensors can be converted to a Python number, got shape {self.shape}")
+        return self.data.item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        if self.device.type != "cpu":
+            raise TypeError(f"cannot convert a tensor on {self.device} to a NumPy array implicitly; call .numpy()")
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.data.__dlpack__(stream=stream, **kwargs) if stream is not None else self.data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.data.__dlpack_device__()
+
+    def to(self, *args, device=None, dtype=None, copy=False):
+        """Move and/or cast: ``t.to("cuda")``, ``t.to(ag.float64)``, ``t.to("cpu", ag.float32)``.
+        Returns ``self`` when nothing changes; differentiable otherwise."""
+        for a in args:
+            if isinstance(a, Device) or (isinstance(a, str) and a.split(":")[0].strip().lower() in ("cpu", "cuda")):
+                device = a
+            elif isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            else:
+                dtype = a
+        out = self
+        if dtype is not None:
+            dtype = _dtypes._dtype(dtype)
+            if dtype != out.dtype:
+                out = _ops_misc.cast(out, dtype)
+        if device is not None:
+            dev = _parse_device(device)
+            if dev is not out.device:
+                out = _ops_misc.to_device(out, dev)
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+
+    def float(self):
+        return self.to(dtype=_dtypes.float32)
+
+    def double(self):
+        return self.to(dtype=_dtypes.float64)
+
+    def half(self):
+        return self.to(dtype=_dtypes.float16)
+
+    def long(self):
+        return self.to(dtype=_dtypes.int64)
+
+    def int(self):
+        return self.to(dtype=_dtypes.int32)
+
+    def bool(self):
+        return self.to(dtype=_dtypes.bool_)
+
+    def type(self, dtype=None):
+        return str(self.dtype) if dtype is None else self.to(dtype=dtype)
+
+    def clone(self):
+        """A copy with its own memory; differentiable (the gradient passes straight through)."""
+        return _ops_misc.clone(self)
+
+    def _copy(self):
+        """A fresh copy of the data, outside the graph."""
+        return Tensor._make(self.data.copy(), self.device)
+
+    def _ones_like(self):
+        return Tensor._make(self.device.backend.xp.ones(self.data.shape, dtype=self.data.dtype), self.device)
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.data.size} elements is ambiguous; "
+                               "use .any() or .all()")
+        return bool(self.data)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu" or self.data.size != 1:
+            raise TypeError(f"only integer tensors of one element can be used as an index, got {self.dtype} "
+                            f"of shape {self.shape}")
+        return int(self.item())
+
+    def __hash__(self):
+        return id(self)
+
+    def __iter__(self):
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.data.shape[0]))
+
+    def __format__(self, spec):
+        if self.data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return repr(self) if not spec else format(str(self), spec)
+
+    def __repr__(self):
+        body = self.device.backend.format(self.data)
+        extras = []
+        dt = self.data.dtype
+        if dt != _dtypes.get_default_dtype() and dt not in (_dtypes.int64, _dtypes.bool_):
+            extras.append(f"dtype={dt}")
+        if self.device.type != "cpu":
+            extras.append(f"device='{self.device}'")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn={type(self.grad_fn).__name__}")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "Tensor(" + ", ".join([body] + extras) + ")"
+
+    __str__ = __repr__
+
+    def __reduce__(self):
+        raise TypeError("Tensors are not pickled; use ag.save / ag.load")
+
+
+def _to_array(data, dtype, device, copy, default_float):
+    """(array, Device) for ``data`` on ``device`` (or where data lives, else the default device)."""
+    if isinstance(data, Tensor):
+        src, arr = data.device, data.data
+    else:
+        b = backend_of_array(data)
+        src, arr = (b.device, data) if b is not None else (None, None)
+    dev = _parse_device(device) if device is not None else (src or get_default_device())
+    backend = dev.backend
+    if dtype is not None:
+        dtype = _dtypes._dtype(dtype)
+    if arr is None:                                   # Python data (or NumPy scalars)
+        if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+            data = _nested_to_host(data)
+        try:
+            host = _dtypes.host_asarray(data)
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__}: {e}") from None
+        if host.dtype.kind not in "biufc":
+            raise TypeError(f"tensor: expected numbers, nested lists of numbers or arrays, got {type(data).__name__} "
+                            f"(as an array of dtype {host.dtype})")
+        if dtype is None and host.dtype.kind == "f" and default_float and _is_python_data(data):
+            dtype = _dtypes.get_default_dtype()
+        return backend.asarray(host, dtype=dtype), dev
+    if src is not dev:
+        return backend.asarray(arr, dtype=dtype, copy=True), dev
+    if copy or (dtype is not None and dtype != arr.dtype):
+        arr = arr.astype(dtype if dtype is not None else arr.dtype, copy=True)
+    return arr, dev
+
+
+def _is_python_data(data):
+    return isinstance(data, (float, int, bool, list, tuple))
+
+
+def _flat(x):
+    stack = [x]
+    while stack:
+        y = stack.pop()
+        if isinstance(y, (list, tuple)):
+            stack.extend(y)
+        else:
+            yield y
+
+
+def _nested_to_host(x):
+    if isinstance(x, (list, tuple)):
+        return [_nested_to_host(y) for y in x]
+    if isinstance(x, Tensor):
+        return x.numpy()
+    return x
+
+
+_function.Tensor = Tensor
+from .autograd import engine as _engine  # noqa: E402
+from .ops import misc as _ops_misc  # noqa: E402

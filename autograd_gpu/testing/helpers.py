@@ -1,0 +1,59 @@
+"""Seeded, domain-aware inputs, closeness checks, and the devices to test on (host-side, NumPy)."""
+import numpy as np
+
+import autograd_gpu as ag
+
+
+def devices():
+    """'cpu' always, plus 'cuda' where CuPy sees a GPU."""
+    return ["cpu"] + (["cuda"] if ag.cuda.is_available() else [])
+
+
+def make_arrays(shapes, dtype, domain=(-2.0, 2.0), avoid=(), seed=0, kinds=None):
+    """NumPy inputs of the given shapes, uniform in ``domain`` and at least 0.05 away from each point
+    in ``avoid`` (kinks and poles); integer kinds ("int", "bool", "index:N") per input when given."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for j, shape in enumerate(shapes):
+        kind = kinds[j] if kinds else None
+        if kind == "bool":
+            out.append(rng.random(shape) > 0.5)
+            continue
+        if kind and kind.startswith("index:"):
+            out.append(rng.integers(0, int(kind.split(":")[1]), size=shape))
+            continue
+        a = rng.uniform(domain[0], domain[1], size=shape)
+        for p in avoid:
+            close = np.abs(a - p) < 0.05
+            a = np.where(close, p + np.where(a >= p, 0.1, -0.1), a)
+        out.append(a.astype(dtype) if kind != "int" else np.rint(a).astype(np.int64))
+    return out
+
+
+def to_numpy(x):
+    if isinstance(x, ag.Tensor):
+        return x.numpy()
+    if isinstance(x, (tuple, list)):
+        return type(x)(to_numpy(y) for y in x)
+    return np.asarray(x)
+
+
+def assert_close(got, expected, rtol=None, atol=None, check_dtype=True):
+    """Compare a Tensor (or tuple of them) with a NumPy result: shape, dtype and values."""
+    if isinstance(got, (tuple, list)):
+        assert isinstance(expected, (tuple, list)) and len(got) == len(expected), \
+            f"expected {len(expected)} outputs, got {len(got)}"
+        for g, e in zip(got, expected):
+            assert_close(g, e, rtol, atol, check_dtype)
+        return
+    assert isinstance(got, ag.Tensor), f"expected a Tensor, got {type(got).__name__}"
+    e = np.asarray(expected)
+    g = got.numpy()
+    assert g.shape == e.shape, f"shape {g.shape} != expected {e.shape}"
+    if check_dtype:
+        assert g.dtype == e.dtype, f"dtype {g.dtype} != expected {e.dtype}"
+    if rtol is None:
+        rtol = 1e-5 if g.dtype in (np.float32, np.float16) else 1e-7
+    if atol is None:
+        atol = 1e-6 if g.dtype in (np.float32, np.float16) else 1e-10
+    np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
