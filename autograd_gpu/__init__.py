@@ -20,8 +20,8 @@ from .ops.reduction import (sum, mean, var, std, max, min, amax, amin, prod, log
 from .ops.shape import (broadcast_shapes, broadcast_to, expand, sum_to, reshape, view, flatten, permute,
                         transpose, swapaxes, moveaxis, squeeze, unsqueeze, expand_dims, concatenate, cat,
                         stack, split, chunk, unbind, pad, flip, roll, repeat, tile, repeat_interleave)
-from .ops.indexing import getitem
-from .ops.linalg import matmul
+from .ops.indexing import getitem, setitem, gather, take_along_axis, index_select, scatter_add
+from .ops.linalg import matmul, dot, tensordot, einsum, outer
 from .ops.misc import clone
 from .ops.inplace import add_, sub_, mul_, div_, fill_, zero_, copy_
 

@@ -11,6 +11,17 @@ def _swap(f):
     return g
 
 
+def _cmp(f):
+    """Comparison operators answer NotImplemented for None and other non-array objects, so that
+    ``t == None`` is False (as in PyTorch) and ``in`` tests on lists of tensors work."""
+    def g(a, b):
+        if b is None or isinstance(b, (str, dict, set)):
+            return NotImplemented
+        return f(a, b)
+    g.__name__ = f.__name__
+    return g
+
+
 _OPERATORS = {
     "__add__": _e.add, "__radd__": _e.add, "__sub__": _e.sub, "__rsub__": _e.rsub,
     "__mul__": _e.mul, "__rmul__": _e.mul, "__truediv__": _e.div, "__rtruediv__": _e.rdiv,
@@ -18,7 +29,7 @@ _OPERATORS = {
     "__floordiv__": _e.floor_divide, "__rfloordiv__": _swap(_e.floor_divide),
     "__mod__": _e.remainder, "__rmod__": _swap(_e.remainder),
     "__neg__": _e.neg, "__abs__": _e.abs, "__pos__": lambda x: x,
-    "__eq__": _e.equal, "__ne__": _e.not_equal, "__lt__": _e.less, "__le__": _e.less_equal,
+    "__eq__": _cmp(_e.equal), "__ne__": _cmp(_e.not_equal), "__lt__": _e.less, "__le__": _e.less_equal,
     "__gt__": _e.greater, "__ge__": _e.greater_equal,
     "__and__": _e.bitwise_and, "__rand__": _e.bitwise_and, "__or__": _e.bitwise_or, "__ror__": _e.bitwise_or,
     "__xor__": _e.bitwise_xor, "__rxor__": _e.bitwise_xor, "__invert__": _e.bitwise_not,

@@ -4,7 +4,7 @@ import weakref
 from . import autograd as _autograd_pkg  # noqa: F401  (makes autograd.function importable first)
 from .autograd import function as _function
 from .autograd.grad_mode import state as _grad_state
-from .backends import backend_of_array, get_backend
+from .backends import backend_of_array, get_backend, SCALAR_TYPES, as_ndarray
 from .device import Device, device as _parse_device, get_default_device
 from . import dtypes as _dtypes
 
@@ -89,15 +89,25 @@ class Tensor:
     def _make(array, dev):
         """Wrap a backend array already on ``dev`` (no copy, no checks): the engine's fast path."""
         t = _new(Tensor)
-        t.data = array
+        t.data = array if array.__class__ not in SCALAR_TYPES else as_ndarray(array)
         t.device = dev
         t.requires_grad = False
         t.grad = None
         t.grad_fn = None
         t._hooks = None
-        t._version = [0]
+        t._version = None
         t._base = None
         return t
+
+    def version_counter(self):
+        """The shared, mutable version counter ([n]) of this tensor's memory, created on first use."""
+        v = self._version
+        if v is None:
+            v = self._version = [0]
+        return v
+
+    def _bump_version(self):
+        self.version_counter()[0] += 1
 
     # -- metadata ----------------------------------------------------------------------------
     @property
@@ -164,7 +174,7 @@ class Tensor:
     def detach(self):
         """The same data (shared memory and version counter), cut from the graph."""
         t = Tensor._make(self.data, self.device)
-        t._version = self._version
+        t._version = self.version_counter()
         return t
 
     def detach_(self):
@@ -334,7 +344,7 @@ class Tensor:
         if self.device.type != "cpu":
             extras.append(f"device='{self.device}'")
         if self.grad_fn is not None:
-            extras.append(f"grad_fn={type(self.grad_fn).__name__}")
+            extras.append(f"grad_fn={self.grad_fn.name()}")
         elif self.requires_grad:
             extras.append("requires_grad=True")
         return "Tensor(" + ", ".join([body] + extras) + ")"

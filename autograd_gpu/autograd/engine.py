@@ -5,6 +5,7 @@ its outputs has run (dependency counts, so no recursion: a chain of 10**6 ops is
 meant for the same output are summed first; leaves receive the total at the end.
 """
 from .grad_mode import state
+from . import function as _function
 
 __all__ = ["run_backward", "backward", "grad"]
 
@@ -42,9 +43,10 @@ def _owned(g, given):
 
 
 def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward"):
+    Tensor = _function.Tensor
     """roots: [(tensor, grad)]. Without ``inputs`` accumulate into leaves' .grad and return None;
     with ``inputs`` (a list of tensors) return their gradients instead and leave .grad alone."""
-    buffers = {}                       # node -> [grad per output]
+    buffers = {}                       # node -> its output's grad, or [grad per output] if several
     leaf = {}                          # id(leaf) -> [leaf, grad]
     given = set()
     for t, g in roots:
@@ -53,81 +55,91 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
         if node is None:
             _add_leaf(leaf, t, g)
         else:
-            buf = buffers.get(node)
-            if buf is None:
-                buf = buffers[node] = [None] * node._n_out
-            k = t._output_nr
-            buf[k] = g if buf[k] is None else buf[k] + g
+            _add_grad(buffers, node, t._output_nr, g)
 
     captured = None
     if inputs is not None:
         captured = {}
         wanted = {(t.grad_fn, t._output_nr) for t in inputs if t.grad_fn is not None}
 
-    # count, for every reachable node, how many edges point to it
-    deps = {}
+    # count, for every reachable node, how many edges point to it (roots start at 0)
+    deps = dict.fromkeys(buffers, 0)
     stack = list(buffers)
-    seen = set(stack)
     while stack:
         n = stack.pop()
         if n._freed:
             raise RuntimeError(f"backward through a graph that was already freed (at {type(n).__name__}); "
                                "pass retain_graph=True to the first backward() if you need to call it twice")
         for e in n._next:
-            if e is not None:
-                m = e[0]
-                if m is not None:
-                    c = deps.get(m)
-                    if c is None:
-                        deps[m] = 1
-                        if m not in seen:
-                            seen.add(m)
-                            stack.append(m)
-                    else:
-                        deps[m] = c + 1
+            if e is None:
+                continue
+            if e.__class__ is tuple:
+                e = e[0]
+            elif isinstance(e, Tensor):
+                continue
+            c = deps.get(e)
+            if c is None:
+                deps[e] = 1
+                stack.append(e)
+            else:
+                deps[e] = c + 1
 
     prev = state.enabled
     state.enabled = create_graph
     try:
-        ready = [n for n in buffers if n not in deps]
+        ready = [n for n, c in deps.items() if c == 0]
+        add = _add_grads if create_graph else _add_arrays
+        plain = captured is None
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, None)
-            if grads is not None and node._hooks is not None:
-                grads = _run_node_hooks(node, grads)
-            if captured is not None and grads is not None:
-                for k, g in enumerate(grads):
-                    if g is not None and (node, k) in wanted:
-                        captured[(node, k)] = g
-            results = _call_backward(node, grads, where) if grads is not None else None
+            nxt = node._next
+            if grads is None:                      # nothing reached this node: pass nothing on
+                results = (None,) * len(nxt)
+            elif node._n_out == 1 and node._hooks is None and plain:
+                results = type(node).backward(node, grads)
+                if results.__class__ is not tuple or len(results) != len(nxt):
+                    results = _check_results(node, results)
+            else:
+                if node._n_out == 1:
+                    grads = [grads]
+                if node._hooks is not None:
+                    grads = _run_node_hooks(node, grads)
+                if not plain:
+                    for k, g in enumerate(grads):
+                        if g is not None and (node, k) in wanted:
+                            captured[(node, k)] = g
+                results = _call_backward(node, grads)
             if not retain_graph:
                 node._saved = None
                 node._freed = True
-            nxt = node._next
-            if results is None:
-                results = (None,) * len(nxt)
             for e, g in zip(nxt, results):
                 if e is None:
                     continue
-                m, k = e
-                if m is None:                      # a leaf
+                if e.__class__ is tuple:
+                    m, k = e
+                elif isinstance(e, Tensor):        # a leaf
                     if g is not None:
-                        _add_leaf(leaf, k, g)
+                        _add_leaf(leaf, e, g, add)
                     continue
-                if g is not None:
-                    buf = buffers.get(m)
-                    if buf is None:
-                        buf = buffers[m] = [None] * m._n_out
-                    buf[k] = g if buf[k] is None else buf[k] + g
-                c = deps[m] - 1
-                if c:
-                    deps[m] = c
                 else:
-                    del deps[m]
+                    m, k = e, 0
+                if g is not None:
+                    if m._n_out == 1:
+                        old = buffers.get(m)
+                        buffers[m] = g if old is None else add(old, g)
+                    else:
+                        buf = buffers.get(m)
+                        if buf is None:
+                            buf = buffers[m] = [None] * m._n_out
+                        buf[k] = g if buf[k] is None else add(buf[k], g)
+                c = deps[m] - 1
+                deps[m] = c
+                if not c:
                     ready.append(m)
 
         # leaves last: hooks see the summed gradient, then .grad accumulates (or the caller gets it)
-        for t, g in leaf.values():
+        for t, g, _ in leaf.values():
             if t._hooks is not None:
                 g = _run_hooks(t._hooks, g)
             if captured is not None:
@@ -142,7 +154,7 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
                 t.grad = cur + g
             else:
                 cur.data += g.data
-                cur._version[0] += 1
+                cur._bump_version()
     finally:
         state.enabled = prev
     if captured is None:
@@ -150,27 +162,60 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
     return [captured.get(id(t) if t.grad_fn is None else (t.grad_fn, t._output_nr)) for t in inputs]
 
 
-def _add_leaf(leaf, t, g):
-    if g.shape != t.shape:
+def _add_grad(buffers, node, k, g):
+    if node._n_out == 1:
+        old = buffers.get(node)
+        buffers[node] = g if old is None else old + g
+        return
+    buf = buffers.get(node)
+    if buf is None:
+        buf = buffers[node] = [None] * node._n_out
+    buf[k] = g if buf[k] is None else buf[k] + g
+
+
+def _add_grads(a, b):
+    """Sum two gradients as a recorded op (create_graph=True)."""
+    return a + b
+
+
+def _add_arrays(a, b):
+    """Sum two gradients on their arrays: nothing is recorded, so skip the op machinery."""
+    return a._make(a.data + b.data, a.device)
+
+
+def _add_leaf(leaf, t, g, add=_add_grads):
+    if g.data.shape != t.data.shape:
         raise RuntimeError(f"backward: a gradient of shape {g.shape} reached a tensor of shape {t.shape}; "
                            "a custom Function's backward must return one gradient per input, shaped like it")
     entry = leaf.get(id(t))
     if entry is None:
-        leaf[id(t)] = [t, g]
+        leaf[id(t)] = [t, g, False]
+    elif add is _add_arrays:
+        # no graph to record: sum into an array this backward owns, in place after the first time
+        if entry[2]:
+            acc = entry[1].data
+            acc += g.data
+        else:
+            entry[1] = _add_arrays(entry[1], g)
+            entry[2] = True
     else:
-        entry[1] = entry[1] + g
+        entry[1] = add(entry[1], g)
 
 
-def _call_backward(node, grads, where):
-    if node._n_out > 1 and None in grads:
+def _call_backward(node, grads):
+    if node._n_out > 1 and any(g is None for g in grads):
         # several outputs, some unused: backward sees zeros for those, as in PyTorch
         xp = node.xp
         grads = [g if g is not None else node.wrap(xp.zeros(*meta))
                  for g, meta in zip(grads, node._out_meta)]
-    out = type(node).backward(node, *grads)
+    return _check_results(node, type(node).backward(node, *grads))
+
+
+def _check_results(node, out):
+    """backward's return value as one gradient (or None) per forward argument."""
     n_in = len(node._next)
-    if not isinstance(out, tuple):
-        out = (out,)
+    if out.__class__ is not tuple:
+        out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
     if len(out) != n_in:
         if len(out) > n_in and all(g is None for g in out[n_in:]):
             out = out[:n_in]

@@ -9,24 +9,16 @@ import traceback
 
 from .grad_mode import state
 from ..device import get_default_device
+from ..backends import SCALAR_TYPES, as_ndarray
 
 __all__ = ["Function"]
 
 _FALSES = tuple((False,) * n for n in range(8))
+_interned = {}            # needs_input_grad tuples are shared, not allocated per node
+_TRUE1 = (True,)
+_NEEDS2 = (((False, False), (False, True)), ((True, False), (True, True)))
 Tensor = None          # set by autograd_gpu.tensor (it imports this module first)
 _new = object.__new__
-
-
-class _SavedOutput:
-    """An output of this node saved for backward, stored without the Tensor so that
-    output -> grad_fn -> saved -> output is no reference cycle; unpacked as a fresh Tensor."""
-
-    __slots__ = ("data", "version", "output_nr")
-
-    def __init__(self, t, output_nr):
-        self.data = t.data
-        self.version = t._version
-        self.output_nr = output_nr
 
 
 class Function:
@@ -53,17 +45,17 @@ class Function:
         """Array -> Tensor on this op's device, without a copy. Pass ``base`` when ``array`` is a
         view of ``base.data``, so both share one version counter (in-place edits are seen)."""
         t = _new(Tensor)
-        t.data = array
+        t.data = array if array.__class__ not in SCALAR_TYPES else as_ndarray(array)
         t.device = self.device
         t.requires_grad = False
         t.grad = None
         t.grad_fn = None
         t._hooks = None
         if base is None:
-            t._version = [0]
+            t._version = None              # created on first write or share (see Tensor.version_counter)
             t._base = None
         else:
-            t._version = base._version
+            t._version = base.version_counter()
             t._base = base if base._base is None else base._base
         return t
 
@@ -80,37 +72,49 @@ class Function:
         saved = self._saved
         if saved is None:
             return ()
+        for t in saved:    # common case: plain tensors never written in place since -> as saved
+            if t is not None and (t.__class__ is tuple or t._version is not None):
+                return self._unpack_saved(saved)
+        return saved
+
+    def _unpack_saved(self, saved):
+        """Saved tensors with saved outputs rebuilt and every version checked."""
+        versions = self._saved_versions
         out = []
-        for t, v in zip(saved, self._saved_versions):
+        for i, t in enumerate(saved):
             if t is None:
                 out.append(None)
                 continue
-            if isinstance(t, _SavedOutput):
-                counter = t.version
-                u = self.wrap(t.data)
+            if t.__class__ is tuple:              # a saved output, see _pack_saved
+                data, counter, nr = t
+                u = self.wrap(data)
                 u._version = counter
                 u.grad_fn = self
                 u.requires_grad = True
-                u._output_nr = t.output_nr
+                u._output_nr = nr
             else:
                 counter = t._version
                 u = t
-            if counter[0] != v:
+            now = counter[0] if counter is not None else 0
+            if now != (versions[i] if versions is not None else 0):
                 raise RuntimeError(
                     f"{type(self).__name__}: one of the tensors it saved for backward (shape "
-                    f"{tuple(t.data.shape)}) was modified by an in-place operation after it was saved "
-                    f"(its version is {counter[0]}, expected {v}); use an out-of-place op instead "
-                    "(e.g. x = x + y rather than x += y)")
+                    f"{tuple(u.data.shape)}) was modified by an in-place operation after it was saved "
+                    f"(its version is {now}, expected {versions[i] if versions else 0}); use an "
+                    "out-of-place op instead (e.g. x = x + y rather than x += y)")
             out.append(u)
         return tuple(out)
 
     @property
     def next_functions(self):
         """The edges to the nodes that made the inputs, as in PyTorch: ((node, output_nr), ...)."""
-        return tuple(e if e is None or e[0] is not None else ("AccumulateGrad", e[1]) for e in self._next)
+        return tuple(None if e is None else ("AccumulateGrad", e) if isinstance(e, Tensor) else
+                     e if isinstance(e, tuple) else (e, 0) for e in self._next)
 
     def name(self):
-        return type(self).__name__
+        """The op's name as shown in reprs: the class name, or ``display_name`` when a class sets one
+        (AddScalar shows as Add)."""
+        return getattr(type(self), "display_name", type(self).__name__)
 
     def __repr__(self):
         return f"<{type(self).__name__} node>"
@@ -139,33 +143,70 @@ class Function:
         ctx.xp = backend.xp
         ctx.device = dev
         ctx._saved = None
-        if record and state.enabled:
-            ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-            state.enabled = False
-            try:
-                if backend.context is None:
-                    out = cls.forward(ctx, *args, **kwargs)
-                else:
-                    with backend.context():
-                        out = cls.forward(ctx, *args, **kwargs)
-            finally:
-                state.enabled = True
-            ctx._record(args, out)
-            return out
-        ctx.needs_input_grad = _FALSES[len(args)] if len(args) < 8 else (False,) * len(args)
-        if backend.context is None:
-            return cls.forward(ctx, *args, **kwargs)
-        with backend.context():
-            return cls.forward(ctx, *args, **kwargs)
+        if not (record and state.enabled):
+            n = len(args)
+            ctx.needs_input_grad = _FALSES[n] if n < 8 else (False,) * n
+            if backend.context is not None:
+                with backend.context():
+                    return cls.forward(ctx, *args, **kwargs)
+            return cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
 
-    def _record(self, args, out):
-        """Link this node into the graph: edges to the inputs, outputs marked, saved tensors versioned."""
-        self._next = tuple(
-            ((a.grad_fn, a._output_nr) if a.grad_fn is not None else (None, a))
-            if isinstance(a, Tensor) and a.requires_grad else None
-            for a in args)
-        self._hooks = None
-        self._freed = False
+        # recording: one edge per argument, then forward with recording off
+        n = len(args)
+        if n == 1:
+            a = args[0]
+            fn = a.grad_fn
+            ctx._next = (a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr),)
+            ctx.needs_input_grad = _TRUE1
+        elif n == 2:
+            a, b = args
+            ea = eb = None
+            if isinstance(a, Tensor) and a.requires_grad:
+                fn = a.grad_fn
+                ea = a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr)
+            if isinstance(b, Tensor) and b.requires_grad:
+                fn = b.grad_fn
+                eb = b if fn is None else fn if b._output_nr == 0 else (fn, b._output_nr)
+            ctx._next = (ea, eb)
+            ctx.needs_input_grad = _NEEDS2[ea is not None][eb is not None]
+        else:
+            needs, edges = [], []
+            for a in args:
+                if isinstance(a, Tensor) and a.requires_grad:
+                    needs.append(True)
+                    fn = a.grad_fn
+                    edges.append(a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr))
+                else:
+                    needs.append(False)
+                    edges.append(None)
+            needs = tuple(needs)
+            ctx.needs_input_grad = _interned.setdefault(needs, needs)
+            ctx._next = tuple(edges)
+        ctx._hooks = None
+        ctx._freed = False
+        state.enabled = False
+        try:
+            if backend.context is not None:
+                with backend.context():
+                    out = cls.forward(ctx, *args, **kwargs)
+            else:
+                out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
+        finally:
+            state.enabled = True
+        if out.__class__ is Tensor and out.grad_fn is None and not out.requires_grad:
+            out.grad_fn = ctx                      # the common case: one new output
+            out.requires_grad = True
+            out._output_nr = 0
+            ctx._n_out = 1
+            if ctx._saved is not None:
+                ctx._pack_saved((out,))
+        else:
+            ctx._record_outputs(out)
+        if state.anomaly:
+            ctx.__dict__["_trace"] = traceback.extract_stack()[:-1]
+        return out
+
+    def _record_outputs(self, out):
         outs = out if isinstance(out, tuple) else (out,)
         self._n_out = len(outs)
         if self._n_out > 1:
@@ -178,17 +219,27 @@ class Function:
                 o.grad_fn = self
                 o.requires_grad = True
                 o._output_nr = i
+        if self._saved is not None:
+            self._pack_saved(outs)
+
+    def _pack_saved(self, outs):
+        """Record the saved tensors' versions (None: all still 0) and store saved outputs without
+        their Tensor, so output -> grad_fn -> saved -> output is no reference cycle."""
         saved = self._saved
-        if saved is not None:
-            for t in saved:
-                if t is not None and not isinstance(t, Tensor):
-                    raise TypeError(f"{type(self).__name__}: save_for_backward takes Tensors (or None), got "
-                                    f"{type(t).__name__}; keep other values as attributes of ctx")
-            if outs:
-                saved = tuple(_SavedOutput(t, outs.index(t)) if t is not None and t.grad_fn is self else t
-                              for t in saved)
-                self._saved = saved
-            self._saved_versions = tuple(None if t is None else t.version[0] if isinstance(t, _SavedOutput)
-                                         else t._version[0] for t in saved)
-        if state.anomaly:
-            self.__dict__["_trace"] = traceback.extract_stack()[:-3]
+        versions = None
+        for i, t in enumerate(saved):
+            if t is None:
+                continue
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{type(self).__name__}: save_for_backward takes Tensors (or None), got "
+                                f"{type(t).__name__}; keep other values as attributes of ctx")
+            if t.grad_fn is self:
+                # an output: keep (data, version counter, output_nr), not the Tensor, so that
+                # output -> grad_fn -> saved -> output is no reference cycle
+                saved = saved[:i] + ((t.data, t.version_counter(), t._output_nr),) + saved[i + 1:]
+            elif t._version is not None and t._version[0]:
+                if versions is None:
+                    versions = [0] * len(saved)
+                versions[i] = t._version[0]
+        self._saved = saved
+        self._saved_versions = versions

@@ -61,6 +61,16 @@ def host_asarray(data):
     return _np.asarray(data)
 
 
+# NumPy returns scalars (numpy.float64, ...), not 0-d arrays, from ops on 0-d arrays; a Tensor's
+# data must always be an array (mutable, with the array API), so wrapping checks for these types.
+SCALAR_TYPES = frozenset(t for t in _np.sctypeDict.values() if issubclass(t, _np.generic))
+
+
+def as_ndarray(a):
+    """A NumPy scalar as a 0-d array (anything else unchanged)."""
+    return _np.asarray(a) if a.__class__ in SCALAR_TYPES else a
+
+
 def result_type(*dtypes):
     """NumPy's promotion of dtypes (host-side dtype arithmetic; CuPy follows the same table)."""
     return _np.result_type(*dtypes)

@@ -60,6 +60,7 @@ def require_cuda(index=0):
 
 class CupyBackend(Backend):
     name = "cupy"
+    weak_scalars = False     # older CuPy promotes by value: pass scalars typed (see scalar())
 
     def __init__(self, device):
         super().__init__(device)

@@ -8,6 +8,7 @@ from ._erf import erf as _erf
 class NumpyBackend(Backend):
     xp = np
     name = "numpy"
+    weak_scalars = True      # NumPy 2 keeps Python scalars weak: float32 array * 2.5 stays float32
 
     def __init__(self, device):
         super().__init__(device)

@@ -47,7 +47,7 @@ def write_result(x, r, recording, op):
         r = r.to(dtype=x.dtype)
     xp = x.device.backend.xp
     xp.copyto(x.data, r.data)
-    x._version[0] += 1
+    x._bump_version()
     if recording and r.requires_grad:
         if r.grad_fn is None:           # r is a leaf (e.g. copy_ from a parameter): x must not become one
             from .misc import clone

@@ -1,0 +1,297 @@
+"""Engine behaviour: accumulation, retain_graph, create_graph, grad modes, hooks, in-place checks."""
+import threading
+
+import numpy as np
+import pytest
+
+import autograd_gpu as ag
+
+
+def test_gradients_accumulate_over_two_backward_calls(device):
+    x = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    (x * 3).sum().backward()
+    (x * x).sum().backward()
+    assert x.grad.tolist() == [3 + 2, 3 + 4]
+
+
+def test_broadcast_gradient_is_reduced_to_each_input_shape(device):
+    a = ag.ones(2, 3, 4, device=device, requires_grad=True)
+    b = ag.ones(3, 1, device=device, requires_grad=True)
+    c = ag.ones((), device=device, requires_grad=True)
+    (a * b + c).sum().backward()
+    assert a.grad.shape == (2, 3, 4) and b.grad.shape == (3, 1) and c.grad.shape == ()
+    assert b.grad.numpy().tolist() == [[8.0]] * 3
+    assert c.grad.item() == 24.0
+
+
+def test_backward_twice_without_retain_graph_raises(device):
+    x = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    y = (x * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        y.backward()
+
+
+def test_backward_twice_with_retain_graph_accumulates(device):
+    x = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    assert x.grad.tolist() == [4.0, 8.0]
+
+
+def test_saved_tensors_are_released_after_backward(device):
+    x = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    y = x.exp()
+    node = y.grad_fn
+    y.sum().backward()
+    assert node._saved is None
+
+
+def test_backward_on_tensor_without_grad_raises():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        ag.tensor([1.0]).backward()
+
+
+def test_backward_of_non_scalar_needs_grad_argument():
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="grad can be omitted only"):
+        (x * 2).backward()
+    (x * 2).backward(ag.tensor([1.0, 10.0]))
+    assert x.grad.tolist() == [2.0, 20.0]
+
+
+def test_backward_grad_of_wrong_shape_raises():
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="shape"):
+        (x * 2).backward(ag.ones(3))
+
+
+def test_grad_of_leaf_does_not_alias_other_gradients(device):
+    a = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    b = ag.tensor([3.0, 4.0], device=device, requires_grad=True)
+    g = ag.tensor([1.0, 1.0], device=device)
+    (a + b).backward(g)
+    assert a.grad is not b.grad and a.grad is not g
+    a.grad.data[0] = 100.0
+    assert b.grad.tolist() == [1.0, 1.0] and g.tolist() == [1.0, 1.0]
+
+
+def test_deep_chain_of_a_million_ops_has_no_recursion_error():
+    x = ag.tensor([0.5], requires_grad=True)
+    y = x
+    for _ in range(1_000_000):
+        y = -y
+    y.sum().backward()
+    assert x.grad.tolist() == [1.0]
+    del y   # freeing the chain must not recurse either
+
+
+def test_second_and_third_derivatives_with_create_graph(device):
+    x = ag.tensor(1.5, dtype=ag.float64, device=device, requires_grad=True)
+    y = x ** 4
+    (g1,) = ag.autograd.grad(y, x, create_graph=True)
+    (g2,) = ag.autograd.grad(g1, x, create_graph=True)
+    (g3,) = ag.autograd.grad(g2, x)
+    assert np.allclose([g1.item(), g2.item(), g3.item()], [4 * 1.5 ** 3, 12 * 1.5 ** 2, 24 * 1.5])
+
+
+def test_create_graph_backward_leaves_differentiable_grad(device):
+    x = ag.tensor([1.0, 2.0], dtype=ag.float64, device=device, requires_grad=True)
+    (x.sin() * x).sum().backward(create_graph=True)
+    assert x.grad.requires_grad
+    gx = x.grad
+    x.grad = None
+    gx.sum().backward()
+    xs = np.array([1.0, 2.0])
+    assert np.allclose(x.grad.numpy(), 2 * np.cos(xs) - xs * np.sin(xs))
+
+
+def test_autograd_grad_returns_tuple_and_leaves_grad_untouched(device):
+    x = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    w = ag.tensor([3.0, 4.0], device=device, requires_grad=True)
+    gx, gw = ag.autograd.grad((x * w).sum(), [x, w])
+    assert gx.tolist() == [3.0, 4.0] and gw.tolist() == [1.0, 2.0]
+    assert x.grad is None and w.grad is None
+
+
+def test_autograd_grad_of_intermediate_tensor(device):
+    x = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    h = x * 2
+    y = (h * h).sum()
+    (gh,) = ag.autograd.grad(y, h)
+    assert gh.tolist() == [4.0, 8.0]
+
+
+def test_autograd_grad_unused_input(device):
+    x = ag.tensor([1.0], device=device, requires_grad=True)
+    z = ag.tensor([1.0], device=device, requires_grad=True)
+    with pytest.raises(RuntimeError, match="allow_unused=True"):
+        ag.autograd.grad((x * 2).sum(), [x, z])
+    gx, gz = ag.autograd.grad((x * 2).sum(), [x, z], allow_unused=True)
+    assert gz is None and gx.tolist() == [2.0]
+
+
+def test_no_grad_stops_recording_and_restores():
+    x = ag.tensor([1.0], requires_grad=True)
+    with ag.no_grad():
+        y = x * 2
+        with ag.enable_grad():
+            z = x * 2
+    assert not y.requires_grad and y.grad_fn is None
+    assert z.requires_grad and ag.is_grad_enabled()
+
+
+def test_no_grad_and_set_grad_enabled_as_decorators():
+    x = ag.tensor([1.0], requires_grad=True)
+
+    @ag.no_grad()
+    def f(t):
+        return t * 2
+
+    @ag.set_grad_enabled(False)
+    def g(t):
+        return t * 2
+
+    assert ag.is_grad_enabled()
+    assert not f(x).requires_grad and not g(x).requires_grad
+    ag.set_grad_enabled(False)
+    try:
+        assert not (x * 2).requires_grad
+    finally:
+        ag.set_grad_enabled(True)
+
+
+def test_no_grad_is_thread_local():
+    seen = {}
+    started, release = threading.Event(), threading.Event()
+
+    def other():
+        started.wait()
+        x = ag.tensor([1.0], requires_grad=True)
+        seen["other"] = (x * 2).requires_grad
+        release.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    with ag.no_grad():
+        started.set()
+        release.wait(5)
+    t.join()
+    assert seen["other"] is True
+
+
+def test_retain_grad_keeps_non_leaf_gradient(device):
+    x = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    h = x * 3
+    h.retain_grad()
+    (h * h).sum().backward()
+    assert h.grad.tolist() == [6.0, 12.0]
+    assert h.retains_grad
+
+
+def test_register_hook_can_replace_gradient(device):
+    x = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    h = x * 3
+    handle = h.register_hook(lambda g: g * 10)
+    x.register_hook(lambda g: g + 1)
+    h.sum().backward()
+    assert x.grad.tolist() == [31.0, 31.0]
+    handle.remove()
+
+
+def test_inplace_on_saved_tensor_then_backward_raises_naming_op(device):
+    x = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    y = x.exp()
+    z = y * 2
+    y.add_(1)
+    with pytest.raises(RuntimeError, match="Exp.*in-place"):
+        (z + y).sum().backward()
+
+
+def test_inplace_on_non_leaf_records_gradient(device):
+    x = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    w = ag.tensor([3.0, 4.0], device=device, requires_grad=True)
+    h = x * 1
+    h *= w
+    h += 1
+    h.sum().backward()
+    assert x.grad.tolist() == [3.0, 4.0] and w.grad.tolist() == [1.0, 2.0]
+    assert h.version_counter()[0] == 2
+
+
+def test_inplace_on_leaf_requiring_grad_raises_unless_no_grad(device):
+    w = ag.tensor([1.0], device=device, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor"):
+        w += 1
+    with ag.no_grad():
+        w -= 0.5
+    assert w.tolist() == [0.5] and w.is_leaf and w.requires_grad
+
+
+def test_inplace_shares_memory_with_detached_alias(device):
+    x = ag.zeros(3, device=device)
+    alias = x.detach()
+    x.add_(2)
+    x.zero_()
+    x.fill_(5.0)
+    assert alias.tolist() == [5.0, 5.0, 5.0]
+
+
+def test_float32_stays_float32_with_python_scalars(device):
+    x = ag.ones(3, device=device)
+    for y in (x * 2.5, 2.5 * x, x + 1, x / 3, x ** 2.0, 1.0 - x, x.clamp(0.1, 0.5)):
+        assert y.dtype == ag.float32
+
+
+def test_integer_tensor_with_python_float_gives_default_float(device):
+    i = ag.tensor([1, 2, 3], device=device)
+    assert i.dtype == ag.int64
+    assert (i * 0.5).dtype == ag.float32
+    assert (i / 2).dtype == ag.float32 and (i / 2).tolist() == [0.5, 1.0, 1.5]
+    assert (i * 2).dtype == ag.int64
+
+
+def test_comparisons_and_floordiv_are_constants_of_the_graph(device):
+    x = ag.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+    for c in (x > 1, x == 2, x // 2, x % 2, ag.sign(x)):
+        assert not c.requires_grad and c.grad_fn is None
+    (x * (x > 1)).sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0, 1.0]
+
+
+def test_numpy_array_operand_is_wrapped_on_cpu():
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    y = x * np.array([3.0, 4.0], dtype=np.float32)
+    y.sum().backward()
+    assert x.grad.tolist() == [3.0, 4.0]
+    assert (np.float32(2.0) * x).dtype == ag.float32
+
+
+def test_shared_weight_and_diamond_graph_gradients_are_exact(device):
+    w = ag.tensor(2.0, dtype=ag.float64, device=device, requires_grad=True)
+    a = w * 3          # diamond: w -> a, w -> b -> c, both into out
+    b = w * w
+    out = a * b + b
+    out.backward()
+    assert out.item() == 2 * 3 * 4 + 4
+    assert w.grad.item() == pytest.approx(9 * 2 ** 2 + 2 * 2)
+
+
+def test_repr_shows_grad_fn_requires_grad_and_dtype():
+    assert repr(ag.tensor([1.0, 2.0, 3.0])) == "Tensor([1., 2., 3.])"
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    assert repr(x) == "Tensor([1., 2.], requires_grad=True)"
+    assert repr(x + 1) == "Tensor([2., 3.], grad_fn=Add)"
+    assert "dtype=float64" in repr(ag.tensor([1.0], dtype=ag.float64))
+
+
+def test_requires_grad_on_integer_tensor_raises():
+    with pytest.raises(RuntimeError, match="floating-point"):
+        ag.tensor([1, 2], requires_grad=True)
+
+
+def test_zero_dim_results_are_arrays_not_numpy_scalars():
+    x = ag.tensor(2.0, requires_grad=True)
+    for y in (x + x, x * 3, x.exp(), ag.sum(ag.ones(3)), x > 1):
+        assert type(y.data).__name__ == "ndarray"
