@@ -81,7 +81,8 @@ def _binary(op, tensor_fn, scalar_fn, rscalar_fn, doc):
     def f(a, b):
         if isinstance(a, Tensor):
             if isinstance(b, Tensor):
-                if a.requires_grad or b.requires_grad or a.data.shape != b.data.shape:
+                ad, bd = a.data, b.data
+                if ad.shape != bd.shape or (a.requires_grad or b.requires_grad) and ad.dtype != bd.dtype:
                     a, b = _tensor_pair(a, b, op)      # align for the graph, or a clear shape error
                 return tensor_fn(a, b)
             v = _number(b)
@@ -533,7 +534,7 @@ class Exp(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
-        return grad * y
+        return Mul.apply(grad, y)    # same shape and dtype: no wrapper needed
 
 
 class Expm1(Function):
@@ -558,7 +559,7 @@ class Log(Function):
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
-        return grad / x
+        return Div.apply(grad, x)
 
 
 class Log1p(Function):
@@ -620,7 +621,7 @@ class Sin(Function):
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
-        return grad * cos(x)
+        return Mul.apply(grad, Cos.apply(x))
 
 
 class Cos(Function):
@@ -632,7 +633,7 @@ class Cos(Function):
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
-        return grad * -sin(x)
+        return Mul.apply(grad, Neg.apply(Sin.apply(x)))
 
 
 class Tan(Function):
