@@ -68,19 +68,20 @@ class _RetainGrad:
 class Tensor:
     """An n-dimensional array on a device, recording the ops applied to it when it requires grad."""
 
-    __slots__ = ("data", "requires_grad", "grad", "grad_fn", "device", "_version", "_output_nr",
-                 "_hooks", "_base", "__weakref__")
+    # Slots for what every op reads; the rest are class defaults, written to the (lazily created)
+    # instance dict only when set, so making a Tensor costs four attribute writes, not eight.
+    __slots__ = ("data", "requires_grad", "grad_fn", "device", "_output_nr", "__dict__", "__weakref__")
+    grad = None
+    _hooks = None              # hooks of a leaf (a non-leaf's live on its grad_fn)
+    _base = None               # the tensor this one is a view of
+    _version = None            # shared version counter [n], created on first write or view
     __array_ufunc__ = None     # ndarray <op> Tensor defers to Tensor's reflected operator
 
     def __init__(self, data, requires_grad=False, device=None, dtype=None):
         arr, dev = _to_array(data, dtype, device, copy=True, default_float=True)
         self.data = arr
         self.device = dev
-        self.grad = None
         self.grad_fn = None
-        self._version = [0]
-        self._hooks = None
-        self._base = None
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -92,11 +93,7 @@ class Tensor:
         t.data = array if array.__class__ not in SCALAR_TYPES else as_ndarray(array)
         t.device = dev
         t.requires_grad = False
-        t.grad = None
         t.grad_fn = None
-        t._hooks = None
-        t._version = None
-        t._base = None
         return t
 
     def version_counter(self):

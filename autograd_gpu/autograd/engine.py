@@ -1,9 +1,12 @@
 """backward() and grad(): an iterative walk over the graph in topological order.
 
-Gradients flow from the roots along each node's edges. A node runs once every node that consumes
-its outputs has run (dependency counts, so no recursion: a chain of 10**6 ops is fine). Gradients
-meant for the same output are summed first; leaves receive the total at the end.
+Gradients flow from the roots along each node's edges. Every node carries its creation number, and
+a node's inputs were always created before it, so taking the pending node with the highest number
+first runs each node after all the nodes that consume its outputs (PyTorch orders its engine the
+same way). No recursion and no counting pass: a chain of 10**6 ops is fine. Gradients meant for the
+same output are summed before the node runs; leaves receive their totals at the end.
 """
+import heapq
 from .grad_mode import state
 from . import function as _function
 
@@ -43,9 +46,9 @@ def _owned(g, given):
 
 
 def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward"):
-    Tensor = _function.Tensor
     """roots: [(tensor, grad)]. Without ``inputs`` accumulate into leaves' .grad and return None;
     with ``inputs`` (a list of tensors) return their gradients instead and leave .grad alone."""
+    Tensor = _function.Tensor
     buffers = {}                       # node -> its output's grad, or [grad per output] if several
     leaf = {}                          # id(leaf) -> [leaf, grad]
     given = set()
@@ -62,41 +65,22 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
         captured = {}
         wanted = {(t.grad_fn, t._output_nr) for t in inputs if t.grad_fn is not None}
 
-    # count, for every reachable node, how many edges point to it (roots start at 0)
-    deps = dict.fromkeys(buffers, 0)
-    stack = list(buffers)
-    while stack:
-        n = stack.pop()
-        if n._freed:
-            raise RuntimeError(f"backward through a graph that was already freed (at {type(n).__name__}); "
-                               "pass retain_graph=True to the first backward() if you need to call it twice")
-        for e in n._next:
-            if e is None:
-                continue
-            if e.__class__ is tuple:
-                e = e[0]
-            elif isinstance(e, Tensor):
-                continue
-            c = deps.get(e)
-            if c is None:
-                deps[e] = 1
-                stack.append(e)
-            else:
-                deps[e] = c + 1
-
     prev = state.enabled
     state.enabled = create_graph
     try:
-        ready = [n for n, c in deps.items() if c == 0]
+        heap = [(-n._seq, n) for n in buffers]      # nodes with a gradient waiting, latest first
+        heapq.heapify(heap)
+        push, pop = heapq.heappush, heapq.heappop
         add = _add_grads if create_graph else _add_arrays
         plain = captured is None
-        while ready:
-            node = ready.pop()
-            grads = buffers.pop(node, None)
+        while heap:
+            node = pop(heap)[1]
+            if node._freed:
+                raise RuntimeError(f"backward through a graph that was already freed (at {type(node).__name__}); "
+                                   "pass retain_graph=True to the first backward() if you need to call it twice")
+            grads = buffers.pop(node)
             nxt = node._next
-            if grads is None:                      # nothing reached this node: pass nothing on
-                results = (None,) * len(nxt)
-            elif node._n_out == 1 and node._hooks is None and plain:
+            if node._n_out == 1 and node._hooks is None and plain:
                 results = type(node).backward(node, grads)
                 if results.__class__ is not tuple or len(results) != len(nxt):
                     results = _check_results(node, results)
@@ -114,29 +98,28 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
                 node._saved = None
                 node._freed = True
             for e, g in zip(nxt, results):
-                if e is None:
+                if e is None or g is None:
                     continue
                 if e.__class__ is tuple:
                     m, k = e
                 elif isinstance(e, Tensor):        # a leaf
-                    if g is not None:
-                        _add_leaf(leaf, e, g, add)
+                    _add_leaf(leaf, e, g, add)
                     continue
                 else:
                     m, k = e, 0
-                if g is not None:
-                    if m._n_out == 1:
-                        old = buffers.get(m)
-                        buffers[m] = g if old is None else add(old, g)
+                if m._n_out == 1:
+                    old = buffers.get(m)
+                    if old is None:
+                        buffers[m] = g
+                        push(heap, (-m._seq, m))
                     else:
-                        buf = buffers.get(m)
-                        if buf is None:
-                            buf = buffers[m] = [None] * m._n_out
-                        buf[k] = g if buf[k] is None else add(buf[k], g)
-                c = deps[m] - 1
-                deps[m] = c
-                if not c:
-                    ready.append(m)
+                        buffers[m] = add(old, g)
+                else:
+                    buf = buffers.get(m)
+                    if buf is None:
+                        buf = buffers[m] = [None] * m._n_out
+                        push(heap, (-m._seq, m))
+                    buf[k] = g if buf[k] is None else add(buf[k], g)
 
         # leaves last: hooks see the summed gradient, then .grad accumulates (or the caller gets it)
         for t, g, _ in leaf.values():

@@ -5,6 +5,7 @@ A call ``Fn.apply(*args)`` creates one instance of ``Fn``; that instance is both
 ``_next`` holds one edge per argument: ``(node, output_nr)`` for an input made by another op,
 ``(None, tensor)`` for a leaf that requires grad, ``None`` for anything that needs no gradient.
 """
+import itertools
 import traceback
 
 from .grad_mode import state
@@ -14,6 +15,8 @@ from ..backends import SCALAR_TYPES, as_ndarray
 __all__ = ["Function"]
 
 _FALSES = tuple((False,) * n for n in range(8))
+_anomaly = [0]            # threads with detect_anomaly() on; read before the thread-local flag
+_next_seq = itertools.count().__next__   # creation order: a node's inputs always come before it
 _interned = {}            # needs_input_grad tuples are shared, not allocated per node
 _TRUE1 = (True,)
 _NEEDS2 = (((False, False), (False, True)), ((True, False), (True, True)))
@@ -30,7 +33,7 @@ class Function:
     """
 
     __slots__ = ("xp", "device", "needs_input_grad", "_next", "_saved", "_saved_versions", "_n_out",
-                 "_hooks", "_freed", "__dict__", "__weakref__")
+                 "_hooks", "_freed", "_seq", "__dict__", "__weakref__")
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -48,13 +51,8 @@ class Function:
         t.data = array if array.__class__ not in SCALAR_TYPES else as_ndarray(array)
         t.device = self.device
         t.requires_grad = False
-        t.grad = None
         t.grad_fn = None
-        t._hooks = None
-        if base is None:
-            t._version = None              # created on first write or share (see Tensor.version_counter)
-            t._base = None
-        else:
+        if base is not None:
             t._version = base.version_counter()
             t._base = base if base._base is None else base._base
         return t
@@ -184,6 +182,7 @@ class Function:
             ctx._next = tuple(edges)
         ctx._hooks = None
         ctx._freed = False
+        ctx._seq = _next_seq()
         state.enabled = False
         try:
             if backend.context is not None:
@@ -202,7 +201,7 @@ class Function:
                 ctx._pack_saved((out,))
         else:
             ctx._record_outputs(out)
-        if state.anomaly:
+        if _anomaly[0] and state.anomaly:
             ctx.__dict__["_trace"] = traceback.extract_stack()[:-1]
         return out
 
