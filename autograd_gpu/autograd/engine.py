@@ -9,6 +9,7 @@ same output are summed before the node runs; leaves receive their totals at the 
 import heapq
 from .grad_mode import state
 from . import function as _function
+from .anomaly import check_gradients
 
 __all__ = ["run_backward", "backward", "grad"]
 
@@ -65,6 +66,7 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
         captured = {}
         wanted = {(t.grad_fn, t._output_nr) for t in inputs if t.grad_fn is not None}
 
+    state_anomaly = state.anomaly
     prev = state.enabled
     state.enabled = create_graph
     try:
@@ -72,7 +74,7 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
         heapq.heapify(heap)
         push, pop = heapq.heappush, heapq.heappop
         add = _add_grads if create_graph else _add_arrays
-        plain = captured is None
+        plain = captured is None and not state_anomaly
         while heap:
             node = pop(heap)[1]
             if node._freed:
@@ -89,11 +91,13 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
                     grads = [grads]
                 if node._hooks is not None:
                     grads = _run_node_hooks(node, grads)
-                if not plain:
+                if captured is not None:
                     for k, g in enumerate(grads):
                         if g is not None and (node, k) in wanted:
                             captured[(node, k)] = g
                 results = _call_backward(node, grads)
+                if state_anomaly:
+                    check_gradients(node, results)
             if not retain_graph:
                 node._saved = None
                 node._freed = True
