@@ -295,3 +295,14 @@ def test_zero_dim_results_are_arrays_not_numpy_scalars():
     x = ag.tensor(2.0, requires_grad=True)
     for y in (x + x, x * 3, x.exp(), ag.sum(ag.ones(3)), x > 1):
         assert type(y.data).__name__ == "ndarray"
+
+
+def test_max_of_empty_tensor_over_a_non_empty_dim_is_empty():
+    # found by the property-based tests: NumPy allows this, only an empty reduced dim has no value
+    x = ag.zeros(0, 3, requires_grad=True)
+    y = x.max(dim=1)
+    assert y.shape == (0,)
+    y.sum().backward()
+    assert x.grad.shape == (0, 3)
+    with pytest.raises(ValueError, match="empty dimension"):
+        x.max(dim=0)

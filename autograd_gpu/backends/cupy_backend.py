@@ -105,6 +105,11 @@ class CupyBackend(Backend):
         with self._cuda_device:
             cupyx.scatter_add(out, index, values)
 
+    def sigmoid(self, x):
+        """1 / (1 + exp(-x)); exp overflowing to inf gives the right 0 (CuPy does not warn)."""
+        with self._cuda_device:
+            return 1 / (1 + self.xp.exp(-x))
+
     def erf(self, x):
         import cupyx.scipy.special
         with self._cuda_device:

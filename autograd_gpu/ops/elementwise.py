@@ -680,14 +680,11 @@ class TanhBackward(Function):
 
 
 class Sigmoid(Function):
-    # fused: the composed 1 / (1 + exp(-x)) overflows in exp for x << 0, and its backward from the
-    # saved output, y * (1 - y), stays finite where the composed one gives inf * 0
+    # fused: the backward from the saved output, y * (1 - y), stays finite where the composed
+    # 1 / (1 + exp(-x)) would give inf * 0; the forward is a backend kernel (overflow-safe there)
     @staticmethod
     def forward(ctx, x):
-        xp = ctx.xp
-        a = x.data
-        e = xp.exp(-xp.abs(a))                        # never overflows
-        y = ctx.wrap(xp.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(a.dtype, copy=False))
+        y = ctx.wrap((ctx.device._backend or ctx.device.backend).sigmoid(x.data))
         ctx.save_for_backward(y)
         return y
 

@@ -99,8 +99,9 @@ class _MaxMin(Function):
     @classmethod
     def forward(cls, ctx, x, axes, keepdims):
         xp = ctx.xp
-        if x.data.size == 0:
-            raise ValueError(f"{cls.__name__.lower()}: cannot reduce an empty tensor (shape {x.data.shape})")
+        if builtins.any(x.data.shape[a] == 0 for a in axes):       # an empty tensor is fine if the reduced dims are not
+            raise ValueError(f"{cls.__name__.lower()}: cannot reduce over an empty dimension (shape "
+                             f"{x.data.shape}, dims {axes}): the result has no value")
         y = ctx.wrap(getattr(xp, cls.pick_fn)(x.data, axis=axes, keepdims=keepdims))
         ctx.save_for_backward(x, y)
         ctx.axes, ctx.keepdims = axes, keepdims

@@ -1,0 +1,86 @@
+"""python -m benchmarks --device cpu cuda --out results/ [--quick] [--only mlp_step ...]
+
+Runs every workload on every requested device next to its baselines (hand-written NumPy/CuPy, and
+PyTorch when importable), then writes results/benchmarks.json (every figure plus the machine),
+results/benchmarks.md (the table) and PNG plots. See benchmarks/README.md for how to read them."""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import report  # noqa: E402
+from benchmarks.timing import measure, sync_fn, machine  # noqa: E402
+from benchmarks.workloads import WORKLOADS, mlp_step, peak_memory  # noqa: E402
+
+REPEATS = {"full": 20, "quick": 5, "tiny": 2}
+SWEEP = {"full": (1, 2, 4, 8, 16, 32, 64), "quick": (1, 4, 16), "tiny": (1, 2)}
+SWEEP_BASE = 32          # the MLP hidden width is SWEEP_BASE * k
+
+
+def run_workload(name, device, scale, log):
+    steps, meta = WORKLOADS[name](device, scale)
+    libs = {"ours": "ours", "numpy": "cupy" if device.startswith("cuda") else "numpy", "torch": "torch"}
+    timed = {k: (f, sync_fn(device, libs[k])) for k, f in steps.items()}
+    reps = REPEATS[scale] if name != "deep_chain" else max(1, REPEATS[scale] // 5)
+    res = measure(timed, reps, warmup=1 if name == "deep_chain" else 3)
+    scale_to = 1e6 / meta["per"] if meta["unit"] == "us/op" else 1e3
+    row = {"workload": name, "device": device, "what": meta["what"], "unit": meta["unit"]}
+    for k, (med, lo, hi) in res.items():
+        row[k] = {"median": med * scale_to, "min": lo * scale_to, "max": hi * scale_to}
+    if "flops" in meta:
+        row["ours_tflops"] = meta["flops"] / res["ours"][0] / 1e12
+    if "elements" in meta:               # bytes a perfect fused kernel would move: read x, write grad
+        row["ours_gb_per_s"] = meta["elements"] * 4 * 2 / res["ours"][0] / 1e9
+    if name == "deep_chain" and device == "cpu":
+        row["ours_peak_mb"] = peak_memory(steps["ours"]) / 1e6
+    log(report.describe(row))
+    return row
+
+
+def run_sweep(device, scale, log):
+    rows = []
+    for k in SWEEP[scale]:
+        width = SWEEP_BASE * k
+        steps, meta = mlp_step(device, "full" if scale != "tiny" else "tiny", width=width if scale != "tiny" else None)
+        libs = {"ours": "ours", "numpy": "cupy" if device.startswith("cuda") else "numpy", "torch": "torch"}
+        res = measure({n: (f, sync_fn(device, libs[n])) for n, f in steps.items()}, REPEATS[scale])
+        rows.append({"device": device, "k": k, "width": width,
+                     **{n: v[0] * 1e3 for n, v in res.items()}})
+        log(f"  sweep {device} width {width}: ours {rows[-1]['ours']:.3f} ms")
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", nargs="+", default=["cpu"], help="devices to run on: cpu, cuda, cuda:1 ...")
+    p.add_argument("--out", default="results", help="folder for benchmarks.json, benchmarks.md and plots")
+    p.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (under a minute on 2 CPU cores)")
+    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)      # for the test suite
+    p.add_argument("--only", nargs="*", choices=sorted(WORKLOADS) + ["sweep"], help="run only these workloads")
+    args = p.parse_args(argv)
+    scale = "tiny" if args.tiny else "quick" if args.quick else "full"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = args.only or list(WORKLOADS) + ["sweep"]
+    t0 = time.time()
+    results = {"machine": machine(args.device), "scale": scale, "rows": [], "sweep": []}
+    for device in args.device:
+        for name in names:
+            if name == "sweep":
+                results["sweep"] += run_sweep(device, scale, print)
+            else:
+                results["rows"].append(run_workload(name, device, scale, print))
+    results["seconds"] = round(time.time() - t0, 1)
+    (out / "benchmarks.json").write_text(json.dumps(results, indent=2))
+    (out / "benchmarks.md").write_text(report.markdown(results))
+    written = report.plots(results, out)
+    print(f"wrote {out / 'benchmarks.json'}, {out / 'benchmarks.md'}" + "".join(f", {w}" for w in written)
+          + f" in {results['seconds']} s")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,405 @@
+"""The workloads: each builds, for one device, the step functions to time: "ours" (autograd_gpu),
+"numpy" (the same maths written by hand on NumPy or CuPy arrays: the floor for our overhead) and
+"torch" (PyTorch on the same device) when it is importable. A step runs forward + backward (+ the
+optimizer update for training steps); the caller synchronises the device after it.
+
+Each workload function takes (device, scale) where scale is "full", "quick" or "tiny" and returns
+(steps, meta): steps maps a variant name to a zero-argument step function, meta says what one step
+is (units for per-op figures, sizes)."""
+import numpy as np
+
+import autograd_gpu as ag
+
+
+# --------------------------------------------------------------------------- helpers
+def _xp(device):
+    if str(device).startswith("cuda"):
+        import cupy
+        return cupy
+    return np
+
+
+def _torch(device):
+    try:
+        import torch
+    except ImportError:
+        return None, None
+    dev = "cuda" if str(device).startswith("cuda") else "cpu"
+    if dev == "cuda" and not torch.cuda.is_available():
+        return None, None
+    return torch, dev
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _sgd(params, lr):
+    with ag.no_grad():
+        for p in params:
+            p -= lr * p.grad
+            p.grad = None
+
+
+# --------------------------------------------------------------------------- per-op overhead
+def chain(lib, x, w, n_ops):
+    """A cycle of four cheap elementwise ops (tensor*tensor, +scalar, tanh, *scalar), then a sum."""
+    h = x
+    for i in range(n_ops):
+        k = i % 4
+        if k == 0:
+            h = h * w
+        elif k == 1:
+            h = h + 0.5
+        elif k == 2:
+            h = lib.tanh(h)
+        else:
+            h = h * 1.1
+    return h.sum()
+
+
+def op_overhead(device, scale):
+    """Per-op cost: a chain of 200 elementwise ops on 16 elements, forward + backward."""
+    n_ops, size = 200, 16
+    a = _rng().standard_normal((2, size)).astype(np.float32)
+    x = ag.tensor(a[0], device=device, requires_grad=True)
+    w = ag.tensor(a[1], device=device, requires_grad=True)
+
+    def ours():
+        x.grad = w.grad = None
+        chain(ag, x, w, n_ops).backward()
+
+    xp = _xp(device)
+    xa, wa = xp.asarray(a[0]), xp.asarray(a[1])
+
+    def by_hand():
+        # the same chain with its backward written out: what the arithmetic costs with no engine
+        hs, h = [], xa
+        for i in range(n_ops):
+            hs.append(h)
+            k = i % 4
+            h = h * wa if k == 0 else h + 0.5 if k == 1 else xp.tanh(h) if k == 2 else h * 1.1
+        g, gw = xp.ones_like(h), xp.zeros_like(wa)
+        for i in reversed(range(n_ops)):
+            k = i % 4
+            if k == 0:
+                gw += g * hs[i]
+                g = g * wa
+            elif k == 2:
+                t = xp.tanh(hs[i])
+                g = g * (1 - t * t)
+            elif k == 3:
+                g = g * 1.1
+        return g, gw
+
+    steps = {"ours": ours, "numpy": by_hand}
+    torch, tdev = _torch(device)
+    if torch is not None:
+        tx = torch.tensor(a[0], device=tdev, requires_grad=True)
+        tw = torch.tensor(a[1], device=tdev, requires_grad=True)
+
+        def theirs():
+            tx.grad = tw.grad = None
+            chain(torch, tx, tw, n_ops).backward()
+        steps["torch"] = theirs
+    return steps, {"per": n_ops + 1, "unit": "us/op", "what": f"chain of {n_ops} ops on {size} elements"}
+
+
+# --------------------------------------------------------------------------- MLP training step
+def _mlp_sizes(scale, width=None):
+    if scale == "tiny":
+        return 16, (32, 16, 16, 10)
+    return 128, (784, width or 512, width or 512, 10)
+
+
+def mlp_step(device, scale, width=None, batch=None):
+    """One SGD training step of an MLP 784-512-512-10 (ReLU, cross-entropy), batch 128."""
+    from autograd_gpu import nn, optim
+    import autograd_gpu.nn.functional as F
+    n, sizes = _mlp_sizes(scale, width)
+    n = batch or n
+    rng = _rng(1)
+    xa = rng.standard_normal((n, sizes[0])).astype(np.float32)
+    ya = rng.integers(0, sizes[-1], n)
+    ag.manual_seed(0)
+    layers = []
+    for i in range(3):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < 2:
+            layers.append(nn.ReLU())
+    model = nn.Sequential(*layers).to(device)
+    opt = optim.SGD(model.parameters(), lr=0.01)
+    x, y = ag.tensor(xa, device=device), ag.tensor(ya, device=device)
+
+    def ours():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    weights = [(l.weight.numpy().copy(), l.bias.numpy().copy()) for l in layers[::2]]
+    steps = {"ours": ours, "numpy": _mlp_by_hand(device, weights, xa, ya)}
+    torch, tdev = _torch(device)
+    if torch is not None:
+        tn = torch.nn
+        tm = tn.Sequential(tn.Linear(sizes[0], sizes[1]), tn.ReLU(), tn.Linear(sizes[1], sizes[2]), tn.ReLU(),
+                           tn.Linear(sizes[2], sizes[3])).to(tdev)
+        topt = torch.optim.SGD(tm.parameters(), lr=0.01)
+        tx, ty = torch.tensor(xa, device=tdev), torch.tensor(ya, device=tdev)
+
+        def theirs():
+            topt.zero_grad()
+            torch.nn.functional.cross_entropy(tm(tx), ty).backward()
+            topt.step()
+        steps["torch"] = theirs
+    return steps, {"per": 1, "unit": "ms/step", "what": f"MLP {'-'.join(map(str, sizes))}, batch {n}, SGD"}
+
+
+def _mlp_by_hand(device, weights, xa, ya, lr=0.01):
+    xp = _xp(device)
+    ws = [(xp.asarray(w), xp.asarray(b)) for w, b in weights]
+    x, y = xp.asarray(xa), xp.asarray(ya)
+    n = x.shape[0]
+
+    def step():
+        acts, h = [x], x
+        for i, (w, b) in enumerate(ws):
+            h = h @ w.T + b
+            if i < len(ws) - 1:
+                h = xp.maximum(h, 0)
+            acts.append(h)
+        z = h - h.max(axis=1, keepdims=True)
+        p = xp.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        p[xp.arange(n), y] -= 1
+        g = p / n                                      # d loss / d logits
+        for i in reversed(range(len(ws))):
+            w, b = ws[i]
+            gw, gb = g.T @ acts[i], g.sum(axis=0)
+            if i:
+                g = (g @ w) * (acts[i] > 0)
+            w -= lr * gw
+            b -= lr * gb
+    return step
+
+
+# --------------------------------------------------------------------------- CNN training step
+def cnn_step(device, scale):
+    """One SGD step of a small CNN on 1x28x28: conv3x3 8 - relu - maxpool2 - conv3x3 16 - relu -
+    maxpool2 - linear 10, batch 32."""
+    from autograd_gpu import nn, optim
+    import autograd_gpu.nn.functional as F
+    n, side = (4, 12) if scale == "tiny" else (32, 28)
+    rng = _rng(2)
+    xa = rng.standard_normal((n, 1, side, side)).astype(np.float32)
+    ya = rng.integers(0, 10, n)
+    flat = 16 * (((side - 2) // 2 - 2) // 2) ** 2
+    ag.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(flat, 10)).to(device)
+    opt = optim.SGD(model.parameters(), lr=0.01)
+    x, y = ag.tensor(xa, device=device), ag.tensor(ya, device=device)
+
+    def ours():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    params = [p.numpy().copy() for p in model.parameters()]
+    steps = {"ours": ours, "numpy": _cnn_by_hand(device, params, xa, ya)}
+    torch, tdev = _torch(device)
+    if torch is not None:
+        tn = torch.nn
+        tm = tn.Sequential(tn.Conv2d(1, 8, 3), tn.ReLU(), tn.MaxPool2d(2), tn.Conv2d(8, 16, 3), tn.ReLU(),
+                           tn.MaxPool2d(2), tn.Flatten(), tn.Linear(flat, 10)).to(tdev)
+        topt = torch.optim.SGD(tm.parameters(), lr=0.01)
+        tx, ty = torch.tensor(xa, device=tdev), torch.tensor(ya, device=tdev)
+
+        def theirs():
+            topt.zero_grad()
+            tn.functional.cross_entropy(tm(tx), ty).backward()
+            topt.step()
+        steps["torch"] = theirs
+    return steps, {"per": 1, "unit": "ms/step", "what": f"CNN batch {n} of 1x{side}x{side}, SGD"}
+
+
+def _cnn_by_hand(device, params, xa, ya, lr=0.01):
+    """The CNN step with im2col convolutions, window-max pooling and their backwards written out."""
+    xp = _xp(device)
+    w1, b1, w2, b2, w3, b3 = (xp.asarray(p) for p in params)
+    x, y = xp.asarray(xa), xp.asarray(ya)
+    n = x.shape[0]
+
+    def cols(a):                                      # (N, C, H, W) -> (N, H-2, W-2, C*9), 3x3 windows
+        N, C, H, W = a.shape
+        s = a.strides
+        v = xp.lib.stride_tricks.as_strided(a, (N, H - 2, W - 2, C, 3, 3), (s[0], s[2], s[3], s[1], s[2], s[3]))
+        return v.reshape(N, H - 2, W - 2, C * 9)
+
+    def conv(a, w, b):
+        c = cols(a)
+        return (c @ w.reshape(w.shape[0], -1).T + b).transpose(0, 3, 1, 2), c
+
+    def conv_back(g, c, w, a_shape):
+        G = g.transpose(0, 2, 3, 1)                   # (N, H', W', O)
+        gw = (G.reshape(-1, G.shape[-1]).T @ c.reshape(-1, c.shape[-1])).reshape(w.shape)
+        gb = G.sum(axis=(0, 1, 2))
+        gc = (G @ w.reshape(w.shape[0], -1)).reshape(G.shape[:3] + (a_shape[1], 3, 3))
+        ga = xp.zeros(a_shape, dtype=g.dtype)
+        H2, W2 = G.shape[1], G.shape[2]
+        for i in range(3):
+            for j in range(3):
+                ga[:, :, i:i + H2, j:j + W2] += gc[..., i, j].transpose(0, 3, 1, 2)
+        return ga, gw, gb
+
+    def pool(a):
+        N, C, H, W = a.shape
+        v = a[:, :, :H // 2 * 2, :W // 2 * 2].reshape(N, C, H // 2, 2, W // 2, 2)
+        m = v.max(axis=(3, 5))
+        return m, v == m[:, :, :, None, :, None]
+
+    def pool_back(g, mask, shape):
+        N, C, H, W = shape
+        ga = xp.zeros(shape, dtype=g.dtype)
+        gw = mask * g[:, :, :, None, :, None]
+        gw = gw / mask.sum(axis=(3, 5), keepdims=True)
+        ga[:, :, :H // 2 * 2, :W // 2 * 2] = gw.reshape(N, C, H // 2 * 2, W // 2 * 2)
+        return ga
+
+    def step():
+        h1, c1 = conv(x, w1, b1)
+        r1 = xp.maximum(h1, 0)
+        p1, m1 = pool(r1)
+        h2, c2 = conv(p1, w2, b2)
+        r2 = xp.maximum(h2, 0)
+        p2, m2 = pool(r2)
+        f = p2.reshape(n, -1)
+        logits = f @ w3.T + b3
+        z = xp.exp(logits - logits.max(axis=1, keepdims=True))
+        z /= z.sum(axis=1, keepdims=True)
+        z[xp.arange(n), y] -= 1
+        g = z / n
+        gw3, gb3 = g.T @ f, g.sum(axis=0)
+        g = pool_back((g @ w3).reshape(p2.shape), m2, r2.shape) * (h2 > 0)
+        g, gw2, gb2 = conv_back(g, c2, w2, p1.shape)
+        g = pool_back(g, m1, r1.shape) * (h1 > 0)
+        _, gw1, gb1 = conv_back(g, c1, w1, x.shape)
+        for p, gp in ((w1, gw1), (b1, gb1), (w2, gw2), (b2, gb2), (w3, gw3), (b3, gb3)):
+            p -= lr * gp
+    return step
+
+
+# --------------------------------------------------------------------------- big elementwise graph
+def elementwise_4m(device, scale):
+    """sigmoid, mul, square, sum over 4M float32 elements, then backward."""
+    size = {"tiny": 1 << 10, "quick": 1 << 20}.get(scale, 1 << 22)
+    a = _rng(3).standard_normal(size).astype(np.float32)
+    x = ag.tensor(a, device=device, requires_grad=True)
+
+    def ours():
+        x.grad = None
+        s = ag.sigmoid(x)
+        ((s * x) ** 2).sum().backward()
+
+    xp = _xp(device)
+    xa = xp.asarray(a)
+
+    def by_hand():
+        s = 1 / (1 + xp.exp(-xa))
+        m = s * xa
+        g_m = 2 * m                                   # d sum(m^2) / dm
+        return g_m * s + g_m * xa * s * (1 - s)       # through m = s * x and s = sigmoid(x)
+
+    steps = {"ours": ours, "numpy": by_hand}
+    torch, tdev = _torch(device)
+    if torch is not None:
+        tx = torch.tensor(a, device=tdev, requires_grad=True)
+
+        def theirs():
+            tx.grad = None
+            s = torch.sigmoid(tx)
+            ((s * tx) ** 2).sum().backward()
+        steps["torch"] = theirs
+    return steps, {"per": 1, "unit": "ms/step", "what": f"sigmoid*x, square, sum on {size:,} elements", "elements": size}
+
+
+# --------------------------------------------------------------------------- matmul
+def matmul_1024(device, scale):
+    """A 1024x1024 @ 1024x1024 float32 matmul, forward + backward (three matmuls)."""
+    n = {"tiny": 64, "quick": 512}.get(scale, 1024)
+    rng = _rng(4)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    ta, tb = ag.tensor(a, device=device, requires_grad=True), ag.tensor(b, device=device, requires_grad=True)
+
+    def ours():
+        ta.grad = tb.grad = None
+        (ta @ tb).sum().backward()
+
+    xp = _xp(device)
+    xa, xb = xp.asarray(a), xp.asarray(b)
+
+    def by_hand():
+        c = xa @ xb
+        g = xp.ones_like(c)
+        return g @ xb.T, xa.T @ g
+
+    steps = {"ours": ours, "numpy": by_hand}
+    torch, tdev = _torch(device)
+    if torch is not None:
+        qa = torch.tensor(a, device=tdev, requires_grad=True)
+        qb = torch.tensor(b, device=tdev, requires_grad=True)
+
+        def theirs():
+            qa.grad = qb.grad = None
+            (qa @ qb).sum().backward()
+        steps["torch"] = theirs
+    return steps, {"per": 1, "unit": "ms/step", "what": f"{n}x{n} matmul forward + backward", "flops": 3 * 2 * n ** 3}
+
+
+# --------------------------------------------------------------------------- deep chain
+def deep_chain(device, scale):
+    """A chain of 10^5 ops (x * 1.0001) on one element, backward: engine cost and peak memory."""
+    n = {"tiny": 1000, "quick": 20_000}.get(scale, 100_000)
+    x = ag.tensor([0.5], device=device, requires_grad=True)
+
+    def ours():
+        x.grad = None
+        y = x
+        for _ in range(n):
+            y = y * 1.0001
+        y.sum().backward()
+
+    steps = {"ours": ours}
+    torch, tdev = _torch(device)
+    if torch is not None:
+        tx = torch.tensor([0.5], device=tdev, requires_grad=True)
+
+        def theirs():
+            tx.grad = None
+            y = tx
+            for _ in range(n):
+                y = y * 1.0001
+            y.sum().backward()
+        steps["torch"] = theirs
+    return steps, {"per": n, "unit": "us/op", "what": f"chain of {n:,} ops, forward + backward", "ops": n}
+
+
+def peak_memory(step):
+    """Peak host memory (bytes, tracemalloc) of one call of ``step``, above what was live before."""
+    import tracemalloc
+    tracemalloc.start()
+    base, _ = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    step()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak - base
+
+
+WORKLOADS = {
+    "op_overhead": op_overhead,
+    "mlp_step": mlp_step,
+    "cnn_step": cnn_step,
+    "elementwise_4m": elementwise_4m,
+    "matmul_1024": matmul_1024,
+    "deep_chain": deep_chain,
+}
