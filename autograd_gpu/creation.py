@@ -32,6 +32,8 @@ def from_numpy(a):
 
 def from_dlpack(obj, device=None):
     """Zero-copy import of anything with ``__dlpack__`` (a CuPy array, a torch tensor, ...)."""
+    if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
+        raise TypeError(f"from_dlpack: expected an object with __dlpack__, got {type(obj).__name__}")
     dev_type, dev_id = obj.__dlpack_device__()
     dev = _parse_device(device) if device is not None else _parse_device("cpu" if dev_type == 1 else f"cuda:{dev_id}")
     return Tensor._make(dev.backend.from_dlpack(obj), dev)
@@ -48,6 +50,20 @@ def _setup(shape, dtype, device, op, default=None):
     dev = _parse_device(device) if device is not None else get_default_device()
     dt = _dt._dtype(dtype) if dtype is not None else (default or _dt.get_default_dtype())
     return tuple(int(s) for s in shape), dt, dev, dev.backend
+
+
+def _number_arg(v, op, what):
+    """v when it is a number (Python, or a 0-d NumPy value), else a TypeError naming the argument."""
+    if isinstance(v, (bool, int, float)) or getattr(v, "ndim", None) == 0 and getattr(v, "dtype", None) is not None \
+            and v.dtype.kind in "biuf":
+        return v
+    raise TypeError(f"{op}: expected a number as {what}, got {type(v).__name__}")
+
+
+def _float_dtype(dt, op):
+    if dt.kind != "f":
+        raise TypeError(f"{op}: expected a floating dtype, got {dt}")
+    return dt
 
 
 def _out(arr, dev, requires_grad):
@@ -74,6 +90,7 @@ def full(shape, fill_value, *, dtype=None, device=None, requires_grad=False):
     """A tensor of ``shape`` filled with ``fill_value`` (its dtype follows the value unless given)."""
     if isinstance(shape, int):
         shape = (shape,)
+    _number_arg(fill_value, "full", "fill_value")
     default = _dt.bool_ if isinstance(fill_value, bool) else _dt.int64 if isinstance(fill_value, int) else None
     shape, dt, dev, b = _setup(tuple(shape), dtype, device, "full", default)
     return _out(b.xp.full(shape, fill_value, dtype=dt), dev, requires_grad)
@@ -84,6 +101,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     when all bounds are ints, else the default float dtype."""
     if end is None:
         start, end = 0, start
+    for v in (start, end, step):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"arange: expected numbers for start, end and step, got {type(v).__name__}")
     if step == 0:
         raise ValueError("arange: step must be non-zero")
     ints = all(isinstance(v, int) for v in (start, end, step))
@@ -107,13 +127,13 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
 def rand(*shape, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1)."""
     shape, dt, dev, b = _setup(shape, dtype, device, "rand")
-    return _out(b.rand(shape, dt), dev, requires_grad)
+    return _out(b.rand(shape, _float_dtype(dt, "rand")), dev, requires_grad)
 
 
 def randn(*shape, dtype=None, device=None, requires_grad=False):
     """Standard normal samples."""
     shape, dt, dev, b = _setup(shape, dtype, device, "randn")
-    return _out(b.randn(shape, dt), dev, requires_grad)
+    return _out(b.randn(shape, _float_dtype(dt, "randn")), dev, requires_grad)
 
 
 def randint(low, high=None, size=(), *, dtype=None, device=None):
@@ -126,42 +146,46 @@ def randint(low, high=None, size=(), *, dtype=None, device=None):
     return Tensor._make(b.randint(low, high, shape, dt), dev)
 
 
-def _like(x, dtype, device):
+def _like(x, dtype, device, op):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
     return x.shape, (dtype if dtype is not None else x.dtype), (device if device is not None else x.device)
 
 
 def zeros_like(x, *, dtype=None, device=None, requires_grad=False):
-    s, d, v = _like(x, dtype, device)
+    s, d, v = _like(x, dtype, device, "zeros_like")
     return zeros(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def ones_like(x, *, dtype=None, device=None, requires_grad=False):
-    s, d, v = _like(x, dtype, device)
+    s, d, v = _like(x, dtype, device, "ones_like")
     return ones(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def empty_like(x, *, dtype=None, device=None, requires_grad=False):
-    s, d, v = _like(x, dtype, device)
+    s, d, v = _like(x, dtype, device, "empty_like")
     return empty(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False):
-    s, d, v = _like(x, dtype, device)
+    s, d, v = _like(x, dtype, device, "full_like")
     return full(s, fill_value, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def rand_like(x, *, dtype=None, device=None, requires_grad=False):
-    s, d, v = _like(x, dtype, device)
+    s, d, v = _like(x, dtype, device, "rand_like")
     return rand(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def randn_like(x, *, dtype=None, device=None, requires_grad=False):
-    s, d, v = _like(x, dtype, device)
+    s, d, v = _like(x, dtype, device, "randn_like")
     return randn(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def manual_seed(seed):
     """Seed the random generators of every backend (CPU and each GPU) for reproducible results."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"manual_seed: expected a non-negative int, got {seed!r}")
+    if seed < 0:
         raise ValueError(f"manual_seed: expected a non-negative int, got {seed!r}")
     _manual_seed(seed)

@@ -376,6 +376,8 @@ def _to_array(data, dtype, device, copy, default_float):
         if dtype is None and host.dtype.kind == "f" and default_float and _is_python_data(data):
             dtype = _dtypes.get_default_dtype()
         return backend.asarray(host, dtype=dtype), dev
+    if arr.dtype.kind not in "biufc":
+        raise TypeError(f"tensor: expected numbers, got {type(arr).__name__} of dtype {arr.dtype}")
     if src is not dev:
         return backend.asarray(arr, dtype=dtype, copy=True), dev
     if copy or (dtype is not None and dtype != arr.dtype):

@@ -12,6 +12,7 @@ only input is the first) becomes one box "N ops" listing the op names; (2) if th
 many, only the ``max_nodes - 1`` boxes nearest the output (breadth first from ``y``) are kept and
 one box "... K earlier nodes" stands for the rest, K counted in original ops and leaves.
 """
+import os
 from collections import deque
 
 from .tensor import Tensor
@@ -44,7 +45,7 @@ class _V:
 
 
 class _Graph:
-    """Boxes and edges {(src, dst): [multiplicity, label]}, src feeding dst."""
+    """Boxes and edges {(src, dst): {label: multiplicity}}, src feeding dst."""
 
     def __init__(self):
         self.verts, self.edges = [], {}
@@ -54,11 +55,8 @@ class _Graph:
         return len(self.verts) - 1
 
     def link(self, u, v, label=None, count=1):
-        e = self.edges.get((u, v))
-        if e is None:
-            self.edges[(u, v)] = [count, label]
-        else:
-            e[0] += count
+        e = self.edges.setdefault((u, v), {})
+        e[label] = e.get(label, 0) + count
 
     def adjacency(self):
         """(preds, succs): for each box, the boxes that feed it and those it feeds."""
@@ -70,9 +68,10 @@ class _Graph:
         return preds, succs
 
     def edge_label(self, u, v):
-        count, label = self.edges[(u, v)]
-        parts = ([label] if label else []) + ([f"x{count}"] if count > 1 else [])
-        return " ".join(parts)
+        """'x2' when one output feeds a box twice; 'out 1 (2, 3)' for the outputs of multi-output ops."""
+        parts = [" ".join(([label] if label else []) + ([f"x{c}"] if c > 1 else []))
+                 for label, c in self.edges[(u, v)].items()]
+        return ", ".join(p for p in parts if p)
 
 
 # --------------------------------------------------------------------------- reading the graph
@@ -94,14 +93,21 @@ def _fmt_list(vals):
 def _tensor_lines(t, title, show_values):
     lines = [title] if title else []
     lines.append(f"{tuple(t.shape)} {t.dtype}")
-    if show_values and t.data.size <= 4:
+    if not show_values:
+        return lines
+    small = t.data.size <= 4
+    if small:
         lines.append("data " + _fmt_value(t))
-        g = t.grad
-        if g is not None and g.data.size <= 4:
-            lines.append("grad " + _fmt_value(g))
-        elif g is not None:
-            lines.append("grad set")
+    g = t.grad
+    if g is not None:
+        lines.append("grad " + _fmt_value(g) if small else f"|grad| {_fmt_number(_norm(g))}")
     return lines
+
+
+def _norm(g):
+    """The L2 norm of a gradient as a Python float (outside any graph)."""
+    d = g.detach()
+    return float((d * d).sum().item()) ** 0.5
 
 
 def _out_label(node, k):
@@ -112,11 +118,11 @@ def _out_label(node, k):
     return f"out {k} {tuple(meta[k][0])}" if meta and meta[k] is not None else f"out {k}"
 
 
-def _read(y, params, show_values):
+def _read(y, params, show_values, where):
     """The full graph behind y: one box per op node, per leaf that requires grad, and one for y."""
     if not isinstance(y, Tensor):
-        raise TypeError(f"draw_graph: expected a Tensor, got {type(y).__name__}")
-    names = _param_names(params)
+        raise TypeError(f"{where}: expected a Tensor, got {type(y).__name__}")
+    names = _param_names(params, where)
     g = _Graph()
     out = g.add(_V("out", _tensor_lines(y, names.get(id(y), "output"), show_values)))
     root = y.grad_fn
@@ -150,11 +156,11 @@ def _read(y, params, show_values):
     return g, out
 
 
-def _param_names(params):
+def _param_names(params, where):
     if params is None:
         return {}
     if not isinstance(params, dict):
-        raise TypeError(f"draw_graph: params must be a dict of name -> Tensor, got {type(params).__name__}")
+        raise TypeError(f"{where}: params must be a dict of name -> Tensor, got {type(params).__name__}")
     return {id(t): str(name) for name, t in params.items()}
 
 
@@ -163,11 +169,15 @@ def _rebuild(g, mapping, new_verts):
     """A graph with boxes new_verts; old box i becomes mapping[i] (None: dropped)."""
     h = _Graph()
     h.verts = new_verts
-    for (u, v), (count, label) in g.edges.items():
+    for (u, v), labels in g.edges.items():
         a, b = mapping[u], mapping[v]
         if a is None or b is None or a == b or new_verts[b].kind == "more":
             continue
-        h.link(a, b, label, count)
+        if new_verts[a].kind == "more":          # one plain edge, whatever it stands for
+            h.edges[(a, b)] = {None: 1}
+            continue
+        for label, count in labels.items():
+            h.link(a, b, label, count)
     return h
 
 
@@ -176,7 +186,7 @@ def _chain_label(names):
     for n in names:
         counts[n] = counts.get(n, 0) + 1
     parts = [n if c == 1 else f"{n} x{c}" for n, c in counts.items()]
-    if len(parts) > 3:
+    if len(parts) > 4:
         parts = parts[:3] + ["..."]
     return [f"{len(names)} ops:", ", ".join(parts)]
 
@@ -187,7 +197,7 @@ def _collapse_chains(g):
 
     def linked(u, v):   # u's only consumer is v and v's only input is u (once)
         return (g.verts[u].kind == "op" and g.verts[v].kind == "op" and len(succs[u]) == 1
-                and len(preds[v]) == 1 and g.edges[(u, v)][0] == 1)
+                and len(preds[v]) == 1 and sum(g.edges[(u, v)].values()) == 1)
 
     mapping = [None] * len(g.verts)
     new = []
@@ -227,9 +237,9 @@ def _keep_nearest(g, out, budget):
     return _rebuild(g, mapping, [g.verts[v] for v in keep] + [more]), mapping[out]
 
 
-def _summarise(g, out, max_nodes):
+def _summarise(g, out, max_nodes, where):
     if not isinstance(max_nodes, int) or isinstance(max_nodes, bool) or max_nodes < 2:
-        raise ValueError(f"draw_graph: max_nodes must be an int >= 2, got {max_nodes!r}")
+        raise ValueError(f"{where}: max_nodes must be an int >= 2, got {max_nodes!r}")
     if len(g.verts) <= max_nodes:
         return g, out
     g = _collapse_chains(g)
@@ -239,9 +249,9 @@ def _summarise(g, out, max_nodes):
     return _keep_nearest(g, out, max_nodes - 1)
 
 
-def _graph(y, max_nodes, params, show_values):
-    g, out = _read(y, params, show_values)
-    return _summarise(g, out, max_nodes)
+def _graph(y, max_nodes, params, show_values, where):
+    g, out = _read(y, params, show_values, where)
+    return _summarise(g, out, max_nodes, where)
 
 
 # --------------------------------------------------------------------------- DOT
@@ -255,9 +265,9 @@ _DOT_SHAPE = {"op": 'shape=box, style=filled', "chain": 'shape=box, style="fille
 
 
 def to_dot(y, max_nodes=200, *, params=None, show_values=True):
-    """Graphviz DOT text of the graph that produced y (summarised as draw_graph does); params
-    optionally names leaves: {name: tensor}."""
-    g, _ = _graph(y, max_nodes, params, show_values)
+    """Graphviz DOT text of the graph that produced y, summarised as draw_graph does beyond
+    max_nodes boxes; params optionally names tensors: {name: tensor}."""
+    g, _ = _graph(y, max_nodes, params, show_values, "to_dot")
     lines = ["digraph autograd {", "  rankdir=LR;",
              '  node [fontname="DejaVu Sans Mono", fontsize=10];', '  edge [fontsize=9];']
     for i, v in enumerate(g.verts):
@@ -303,16 +313,18 @@ def _layers(n, preds, succs):
     return [ranks[r] for r in layer]
 
 
-def _with_dummies(g, layer):
-    """Split edges that skip layers with one dummy box per skipped layer: (layer, paths)."""
+def _with_dummies(g, layer, succs):
+    """Route edges that skip layers through dummy boxes, one per skipped layer; the edges leaving
+    one box share their dummies (a bus with a branch to each consumer): (layer, paths)."""
     layer = list(layer)
     paths = {}
-    for (u, v) in g.edges:
-        path = [u]
-        for r in range(layer[u] + 1, layer[v]):
-            layer.append(r)
-            path.append(len(layer) - 1)
-        paths[(u, v)] = path + [v]
+    for u, targets in enumerate(succs):
+        bus = []                       # bus[i]: the dummy in layer layer[u] + 1 + i
+        for v in targets:
+            while len(bus) < layer[v] - layer[u] - 1:
+                layer.append(layer[u] + 1 + len(bus))
+                bus.append(len(layer) - 1)
+            paths[(u, v)] = [u] + bus[:layer[v] - layer[u] - 1] + [v]
     return layer, paths
 
 
@@ -329,10 +341,9 @@ def _order(layer, paths):
     """Boxes of each layer ordered to reduce crossings: barycenter sweeps, the best order kept."""
     n = len(layer)
     up, down = [[] for _ in range(n)], [[] for _ in range(n)]
-    for path in paths.values():
-        for a, b in zip(path, path[1:]):
-            down[a].append(b)
-            up[b].append(a)
+    for a, b in dict.fromkeys(seg for path in paths.values() for seg in zip(path, path[1:])):   # shared once
+        down[a].append(b)
+        up[b].append(a)
     rows = [[] for _ in range(max(layer) + 1)]
     for v in range(n):
         rows[layer[v]].append(v)
@@ -363,8 +374,8 @@ def _place_row(row, want, height):
     return [y - shift for y in ys]
 
 
-def _coordinates(rows, up, down, width, height):
-    """(x, y) of every box centre and the left/right x of every column."""
+def _coordinates(rows, up, down, width, height, gaps):
+    """(x, y) of every box centre and the left/right x of every column; gaps[r] precedes column r."""
     ycen = {}
     for row in rows:
         acc = 0.0
@@ -378,11 +389,12 @@ def _coordinates(rows, up, down, width, height):
             want = {v: (sum(ycen[u] for u in nbrs[v]) / len(nbrs[v]) if nbrs[v] else ycen[v]) for v in row}
             ycen.update(zip(row, _place_row(row, want, height)))
     top = min(ycen[v] - height[v] / 2 for v in ycen)
-    cols, x = [], _GAP_X / 2
-    for row in rows:
+    cols, x = [], 0.0
+    for r, row in enumerate(rows):
+        x += gaps[r]
         w = max(width[v] for v in row)
         cols.append((x, x + w))
-        x += w + _GAP_X
+        x += w
     xcen = {v: sum(cols[r]) / 2 for r, row in enumerate(rows) for v in row}
     return {v: (xcen[v], ycen[v] - top + _GAP_Y) for v in ycen}, cols
 
@@ -391,12 +403,17 @@ def _layout(g):
     """Box centres and sizes, edge polylines, and the drawing's extent (points, y downwards)."""
     preds, succs = g.adjacency()
     n = len(g.verts)
-    layer, paths = _with_dummies(g, _layers(n, preds, succs))
+    layer, paths = _with_dummies(g, _layers(n, preds, succs), succs)
     rows, up, down = _order(layer, paths)
     sizes = [_box_size(v) for v in g.verts] + [(0.0, _DUMMY_H)] * (len(layer) - n)
     width = [s[0] for s in sizes]
     height = [s[1] for s in sizes]
-    xy, cols = _coordinates(rows, up, down, width, height)
+    gaps = [_GAP_X / 2] + [_GAP_X] * (len(rows) - 1)
+    for (u, v) in g.edges:             # an edge label sits in the gap before its target's column
+        label = g.edge_label(u, v)
+        if label:
+            gaps[layer[v]] = max(gaps[layer[v]], len(label) * _CHAR_W * 0.85 + 36)
+    xy, cols = _coordinates(rows, up, down, width, height, gaps)
     lines = {}
     for (u, v), path in paths.items():
         pts = [(xy[u][0] + width[u] / 2, xy[u][1])]
@@ -461,21 +478,22 @@ def _draw(g):
 
 
 def draw_graph(y, path=None, *, max_nodes=60, show_values=True, params=None):
-    """Draw the graph that produced y with matplotlib (Agg): ops as square boxes, leaf tensors and
-    y as rounded boxes with shape, dtype, value (<= 4 elements) and .grad once set; arrows run from
-    inputs to consumers, left to right. Over max_nodes boxes the graph is summarised (see the module
-    docstring). Saves to path when given (.png, .svg or .pdf, by suffix) and returns the Figure;
-    params optionally names leaves: {name: tensor}."""
+    """Draw the graph that produced y with matplotlib (Agg), left to right: ops as square boxes,
+    leaf tensors and y as rounded boxes with shape, dtype, value (<= 4 elements) and .grad once set
+    (its norm when larger), arrows from inputs to consumers. Over max_nodes boxes, one-to-one runs
+    of ops become one "N ops: Tanh, Mul, ..." box, then only the max_nodes - 1 boxes nearest y are
+    kept beside one "... K earlier nodes" box. Saves to path when given (.png, .svg or .pdf, by
+    suffix) and returns the Figure; params optionally names tensors: {name: tensor}."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         raise ImportError(_INSTALL_HINT) from None
     fmt = None
     if path is not None:
-        fmt = str(path).rsplit(".", 1)[-1].lower() if "." in str(path) else ""
+        fmt = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
         if fmt not in ("png", "svg", "pdf"):
-            raise ValueError(f"draw_graph: expected a path ending in .png, .svg or .pdf, got {str(path)!r}")
-    g, _ = _graph(y, max_nodes, params, show_values)
+            raise ValueError(f"draw_graph: expected a path ending in .png, .svg or .pdf, got {os.fspath(path)!r}")
+    g, _ = _graph(y, max_nodes, params, show_values, "draw_graph")
     fig = _draw(g)
     if path is not None:
         fig.savefig(path, format=fmt)

@@ -246,9 +246,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
     """Gradients of ``outputs`` with respect to ``inputs`` as a tuple, without touching any .grad."""
     from ..tensor import Tensor
-    single_out = isinstance(outputs, Tensor)
-    outputs = (outputs,) if single_out else tuple(outputs)
-    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    outputs = (outputs,) if isinstance(outputs, Tensor) or not isinstance(outputs, (list, tuple)) else tuple(outputs)
+    inputs = (inputs,) if isinstance(inputs, Tensor) or not isinstance(inputs, (list, tuple)) else tuple(inputs)
     for i, t in enumerate(inputs):
         if not isinstance(t, Tensor):
             raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__} at position {i}")

@@ -41,7 +41,8 @@ class Function:
 
     @staticmethod
     def backward(ctx, *grads):
-        raise NotImplementedError(f"this Function defines no backward(ctx, *grads)")
+        raise NotImplementedError(f"{type(ctx).__name__} defines no backward(ctx, *grads); a Function used "
+                                  "in a graph that is differentiated must define one")
 
     # -- helpers for forward ----------------------------------------------------------------
     def wrap(self, array, base=None):
@@ -211,6 +212,9 @@ class Function:
         if self._n_out > 1:
             self._out_meta = [(o.data.shape, o.data.dtype) if isinstance(o, Tensor) else None for o in outs]
         for i, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                raise TypeError(f"{type(self).__name__}.forward must return Tensors (wrap arrays with ctx.wrap), "
+                                f"got {type(o).__name__}")
             if isinstance(o, Tensor):
                 if o.grad_fn is not None or o.requires_grad:
                     raise RuntimeError(f"{type(self).__name__}.forward returned an input or a tensor "

@@ -20,7 +20,7 @@ def _prepare(inputs):
     for t in inputs:
         if isinstance(t, Tensor) and t.dtype.kind == "f":
             d = t.detach().to(dtype="float64")._copy()
-            out.append(d.requires_grad_(t.requires_grad or t.is_leaf))
+            out.append(d.requires_grad_(t.requires_grad))
         else:
             out.append(t)
     return tuple(out)
@@ -47,6 +47,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exceptio
     (or return False) naming the input and element that differ most. Float inputs are checked in
     float64; inputs that do not require grad are held constant."""
     from ..tensor import Tensor
+    if not callable(fn):
+        raise TypeError(f"gradcheck: expected a callable fn, got {type(fn).__name__}")
     inputs = _prepare(inputs)
     diff = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if not diff:
@@ -96,6 +98,8 @@ def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exce
     """gradcheck of the vector-Jacobian product of ``fn``: checks second derivatives (in the inputs
     and in the output weights) through ``create_graph=True``."""
     from ..tensor import Tensor
+    if not callable(fn):
+        raise TypeError(f"gradgradcheck: expected a callable fn, got {type(fn).__name__}")
     inputs = _prepare(inputs)
     diff = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     with enable_grad():

@@ -827,14 +827,22 @@ for _f, _doc in [(neg, "-x"), (abs, "|x|; the gradient at 0 is 0"), (exp, "e ** 
 negative = neg
 
 
+def _real(v, op, what):
+    """v as a float, or a TypeError naming the op and argument."""
+    n = _number(v)
+    if n is None or isinstance(n, bool):
+        raise TypeError(f"{op}: expected a number as {what}, got {type(v).__name__}")
+    return float(n)
+
+
 def leaky_relu(x, negative_slope=0.01):
     """x where x > 0, else negative_slope * x."""
-    return LeakyRelu.apply(as_tensor(x, "leaky_relu"), float(negative_slope))
+    return LeakyRelu.apply(as_tensor(x, "leaky_relu"), _real(negative_slope, "leaky_relu", "negative_slope"))
 
 
 def elu(x, alpha=1.0):
     """x where x > 0, else alpha * (exp(x) - 1)."""
-    return Elu.apply(as_tensor(x, "elu"), float(alpha))
+    return Elu.apply(as_tensor(x, "elu"), _real(alpha, "elu", "alpha"))
 
 
 def gelu(x, approximate="none"):
@@ -856,6 +864,7 @@ def silu(x):
 def softplus(x, beta=1.0, threshold=20.0):
     """log(1 + exp(beta * x)) / beta, computed stably; linear where beta * x > threshold (as in PyTorch)."""
     x = as_tensor(x, "softplus")
+    beta, threshold = _real(beta, "softplus", "beta"), _real(threshold, "softplus", "threshold")
     bx = x * beta if beta != 1 else x
     y = Softplus.apply(bx)
     if beta != 1:
@@ -936,6 +945,9 @@ def clamp(x, min=None, max=None):
     x = as_tensor(x, "clamp")
     if min is None and max is None:
         raise ValueError("clamp: expected at least one of min and max")
+    for name, v in (("min", min), ("max", max)):
+        if v is not None and not isinstance(v, Tensor) and (_number(v) is None or isinstance(v, bool)):
+            raise TypeError(f"clamp: expected {name} to be a number or a Tensor, got {type(v).__name__}")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         y = x if min is None else maximum(x, min)
         return y if max is None else minimum(y, max)

@@ -272,6 +272,7 @@ def _check_along(x, dim, index, op, src=None):
 
 def gather(x, dim, index):
     """PyTorch's gather: out[i][j] = x[index[i][j]][j] for dim 0 (out has index's shape)."""
+    x = as_tensor(x, "gather")
     index = _int_tensor(index, x, "gather")
     d = _check_along(x, dim, index, "gather")
     return Gather.apply(x, index.data, d)
@@ -280,6 +281,7 @@ def gather(x, dim, index):
 def take_along_axis(x, indices, axis):
     """NumPy's take_along_axis: gather along ``axis`` with indices broadcast against x's other dims
     (axis=None: along the flattened tensor)."""
+    x = as_tensor(x, "take_along_axis")
     indices = _int_tensor(indices, x, "take_along_axis", "indices")
     if axis is None:
         if indices.ndim != 1:
@@ -300,10 +302,12 @@ def take_along_axis(x, indices, axis):
 
 def index_select(x, dim, index):
     """PyTorch's index_select: the entries index[k] along dim (a 1-d index; repeats allowed)."""
+    x = as_tensor(x, "index_select")
     index = _int_tensor(index, x, "index_select")
     if index.ndim > 1:
         raise ValueError(f"index_select: expected a 1-d index, got shape {index.shape}")
     d = normalize_dim(dim, x.ndim, "index_select")
+    x.device.backend.check_indices(index.data, x.shape[d] if x.ndim else 1, "index_select")
     if x.ndim == 0:
         x = x.reshape(1)
     return getitem(x, (slice(None),) * d + (index.reshape(-1),))
@@ -311,6 +315,7 @@ def index_select(x, dim, index):
 
 def scatter_add(x, dim, index, src):
     """PyTorch's scatter_add, out of place: x plus src[i][j] added at [index[i][j]][j] for dim 0."""
+    x = as_tensor(x, "scatter_add")
     index = _int_tensor(index, x, "scatter_add")
     src = as_tensor(src, "scatter_add", like=x)
     if src.device is not x.device:

@@ -110,6 +110,9 @@ class Fill(Function):
 
 def fill_(x, value):
     """Set every element to ``value``, in place."""
+    if not isinstance(value, (Tensor, bool, int, float)) and not (
+            getattr(value, "ndim", None) == 0 and getattr(value, "dtype", None) is not None):
+        raise TypeError(f"fill_: expected a number or a one-element tensor, got {type(value).__name__}")
     if isinstance(value, Tensor):
         if value.data.size != 1:
             raise ValueError(f"fill_: expected a number or a one-element tensor, got shape {value.shape}")

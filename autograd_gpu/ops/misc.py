@@ -46,4 +46,8 @@ class Clone(Function):
 
 
 def clone(x):
+    """A copy with its own memory; the gradient passes straight through."""
+    if not isinstance(x, Tensor):
+        from ._util import as_tensor
+        x = as_tensor(x, "clone")
     return Clone.apply(x)

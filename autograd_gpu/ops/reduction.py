@@ -65,13 +65,14 @@ def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     return s / n if n else s * math.nan
 
 
-def var(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None):
+def var(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None,
+        _op="var"):
     """Variance over ``axis``, dividing by n - ddof. ``correction`` (PyTorch's name) and ``unbiased``
     are accepted for ddof; the default is NumPy's ddof=0 (PyTorch's is 1: pass correction=1)."""
-    x = as_tensor(x, "var")
-    axes = _axes(x, axis, dim, "var")
+    x = as_tensor(x, _op)
+    axes = _axes(x, axis, dim, _op)
     keep = keepdims if keepdim is None else keepdim
-    d = _ddof(ddof, correction, unbiased, "var")
+    d = _ddof(ddof, correction, unbiased, _op)
     n = 1
     for a in axes:
         n *= x.shape[a]
@@ -85,12 +86,16 @@ def _ddof(ddof, correction, unbiased, op):
         raise TypeError(f"{op}: pass only one of ddof=, correction= and unbiased=")
     if unbiased is not None:
         return 1 if unbiased else 0
-    return given[0] if given else 0
+    d = given[0] if given else 0
+    if isinstance(d, bool) or not isinstance(d, (int, float)):
+        raise TypeError(f"{op}: expected a number as ddof/correction, got {type(d).__name__}")
+    return d
 
 
 def std(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None):
     """Standard deviation: sqrt(var(...)) with the same arguments."""
-    return sqrt(var(x, axis, keepdims, dim=dim, keepdim=keepdim, ddof=ddof, correction=correction, unbiased=unbiased))
+    return sqrt(var(x, axis, keepdims, dim=dim, keepdim=keepdim, ddof=ddof, correction=correction,
+                    unbiased=unbiased, _op="std"))
 
 
 class _MaxMin(Function):

@@ -119,6 +119,8 @@ def _resolve_shape(shape, size, op):
 
 def reshape(x, *shape):
     """x with a new shape of the same number of elements (one entry may be -1)."""
+    if not isinstance(x, Tensor):
+        x = as_tensor(x, "reshape")
     shape = shape_arg(shape, "reshape")
     if shape == x.data.shape:
         return x
@@ -130,6 +132,7 @@ view = reshape
 
 def flatten(x, start_dim=0, end_dim=-1):
     """Merge dims start_dim..end_dim into one (all of them by default)."""
+    x = as_tensor(x, "flatten")
     if x.ndim == 0:
         return reshape(x, 1)
     s = normalize_dim(start_dim, x.ndim, "flatten")
@@ -156,14 +159,15 @@ class Permute(Function):
         return grad.permute(*inv), None
 
 
-def permute(x, *dims):
+def permute(x, *dims, op="permute"):
     """Reorder the dims: the result's dim i is x's dim ``dims[i]``."""
-    dims = shape_arg(dims, "permute")
+    x = as_tensor(x, op)
+    dims = shape_arg(dims, op)
     if len(dims) != x.ndim:
-        raise ValueError(f"permute: expected {x.ndim} dims for a tensor of shape {x.shape}, got {dims}")
-    axes = tuple(normalize_dim(d, x.ndim, "permute") for d in dims)
+        raise ValueError(f"{op}: expected {x.ndim} dims for a tensor of shape {x.shape}, got {dims}")
+    axes = tuple(normalize_dim(d, x.ndim, op) for d in dims)
     if len(set(axes)) != len(axes):
-        raise ValueError(f"permute: dims {dims} repeat a dimension")
+        raise ValueError(f"{op}: dims {dims} repeat a dimension")
     if axes == tuple(range(x.ndim)):
         return x
     return Permute.apply(x, axes)
@@ -172,17 +176,19 @@ def permute(x, *dims):
 def transpose(x, *axes):
     """NumPy's transpose (no axes: reverse them; a full permutation), or, given two dims of a tensor
     with more than two, PyTorch's transpose(dim0, dim1) that swaps them."""
+    x = as_tensor(x, "transpose")
     axes = shape_arg(axes, "transpose") if axes else ()
     if not axes:
-        return permute(x, *range(x.ndim - 1, -1, -1))
+        return permute(x, *range(x.ndim - 1, -1, -1), op="transpose")
     if len(axes) == 2 and x.ndim != 2:
-        return swapaxes(x, *axes)
-    return permute(x, *axes)
+        return swapaxes(x, *axes, op="transpose")
+    return permute(x, *axes, op="transpose")
 
 
-def swapaxes(x, axis1, axis2):
-    a = normalize_dim(axis1, x.ndim, "swapaxes")
-    b = normalize_dim(axis2, x.ndim, "swapaxes")
+def swapaxes(x, axis1, axis2, op="swapaxes"):
+    x = as_tensor(x, op)
+    a = normalize_dim(axis1, x.ndim, op)
+    b = normalize_dim(axis2, x.ndim, op)
     dims = list(range(x.ndim))
     dims[a], dims[b] = dims[b], dims[a]
     return permute(x, *dims)
@@ -198,6 +204,7 @@ def moveaxis(x, source, destination):
 
 def squeeze(x, dim=None, axis=None):
     """Remove size-1 dims (all of them, or the ones named; naming a dim of another size is an error)."""
+    x = as_tensor(x, "squeeze")
     dim = pick(axis, dim, "squeeze")
     if dim is None:
         shape = tuple(s for s in x.shape if s != 1)
@@ -212,6 +219,7 @@ def squeeze(x, dim=None, axis=None):
 
 def unsqueeze(x, dim):
     """Insert a size-1 dim at ``dim`` (-1 appends one)."""
+    x = as_tensor(x, "unsqueeze")
     d = normalize_dim(dim, x.ndim + 1, "unsqueeze")
     return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
 
@@ -291,6 +299,7 @@ class Split(Function):
 def split(x, split_size_or_sections, dim=0, axis=None):
     """PyTorch's split: an int is the size of each piece (the last may be smaller), a list gives the
     sizes. Returns a tuple of tensors."""
+    x = as_tensor(x, "split")
     dim = normalize_dim(axis if axis is not None else dim, x.ndim, "split")
     n = x.shape[dim]
     if isinstance(split_size_or_sections, int) and not isinstance(split_size_or_sections, bool):
@@ -299,7 +308,11 @@ def split(x, split_size_or_sections, dim=0, axis=None):
             raise ValueError(f"split: split size must be positive, got {step}")
         sizes = [builtins.min(step, n - i) for i in range(0, n, step)] or [0]
     else:
-        sizes = [int(s) for s in split_size_or_sections]
+        if not isinstance(split_size_or_sections, (list, tuple)) or not all(
+                isinstance(s, int) and not isinstance(s, bool) for s in split_size_or_sections):
+            raise TypeError(f"split: expected an int or a list of ints as split_size_or_sections, got "
+                            f"{type(split_size_or_sections).__name__}")
+        sizes = list(split_size_or_sections)
         if builtins.sum(sizes) != n or builtins.min(sizes, default=0) < 0:
             raise ValueError(f"split: sizes {sizes} must be non-negative and add up to {n} (dim {dim} of {x.shape})")
     if len(sizes) == 1:
@@ -335,6 +348,7 @@ class Pad(Function):
 
 def pad(x, pad_width, mode="constant", value=0.0, constant_values=None):
     """NumPy's pad, constant mode: ``pad_width`` is an int, a (before, after) pair, or one pair per dim."""
+    x = as_tensor(x, "pad")
     if mode != "constant":
         raise ValueError(f"pad: only mode='constant' is supported, got {mode!r}")
     if constant_values is not None:
@@ -368,6 +382,7 @@ class Flip(Function):
 
 def flip(x, dims=None, axis=None):
     """Reverse the order of elements along ``dims`` (all dims when None)."""
+    x = as_tensor(x, "flip")
     dims = normalize_dims(pick(axis, dims, "flip", "axis", "dims"), x.ndim, "flip")
     return Flip.apply(x, dims) if dims else x
 
@@ -386,6 +401,7 @@ class Roll(Function):
 
 def roll(x, shifts, dims=None, axis=None):
     """Shift elements cyclically along ``dims`` (of the flattened tensor when None)."""
+    x = as_tensor(x, "roll")
     dims = pick(axis, dims, "roll", "axis", "dims")
     if dims is None:
         return reshape(Roll.apply(flatten(x), shifts, None), x.shape)
@@ -415,11 +431,12 @@ class Tile(Function):
         return g.reshape(ctx.shape), None
 
 
-def tile(x, reps):
+def tile(x, reps, op="tile"):
     """NumPy's tile: repeat the whole tensor ``reps`` times along each dim."""
-    reps = (reps,) if isinstance(reps, int) else shape_arg((reps,), "tile")
-    if any(r < 0 for r in reps):
-        raise ValueError(f"tile: repetitions must be non-negative, got {reps}")
+    x = as_tensor(x, op)
+    reps = (reps,) if isinstance(reps, int) else shape_arg((reps,), op)
+    if builtins.any(r < 0 for r in reps):
+        raise ValueError(f"{op}: repetitions must be non-negative, got {reps}")
     reps = (1,) * (x.ndim - len(reps)) + reps
     return Tile.apply(x, reps)
 
@@ -427,10 +444,11 @@ def tile(x, reps):
 def repeat(x, *sizes):
     """PyTorch's repeat: tile by ``sizes`` (at least x.ndim of them). For NumPy's element-wise
     repeat use repeat_interleave."""
+    x = as_tensor(x, "repeat")
     sizes = shape_arg(sizes, "repeat")
     if len(sizes) < x.ndim:
         raise ValueError(f"repeat: expected at least {x.ndim} sizes for a tensor of shape {x.shape}, got {sizes}")
-    return tile(x, sizes)
+    return tile(x, sizes, op="repeat")
 
 
 def repeat_interleave(x, repeats, dim=None, axis=None):

@@ -196,4 +196,4 @@ def _extra(module):
     return mod.OPS
 
 
-OP_DB = ELEMENTWISE + REDUCTIONS + SHAPE + _extra("op_db_indexing") + _extra("op_db_linalg")
+OP_DB = ELEMENTWISE + REDUCTIONS + SHAPE + _extra("op_db_indexing") + _extra("op_db_linalg") + _extra("op_db_nn")

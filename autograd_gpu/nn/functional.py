@@ -1,0 +1,924 @@
+"""nn.functional (alias F): layers as functions (linear, convolution, pooling, normalisation,
+dropout, embedding), softmax/log_softmax, losses and one_hot, with PyTorch's names, argument orders
+and defaults. Everything runs on either device through the ops and the backend's ``xp``.
+
+Fused Functions where PyTorch has one fused kernel and per-op overhead or numerics call for it:
+``Linear`` (one BLAS call with the bias), ``LogSoftmax``/``Softmax`` (max shift), ``NllLoss`` (picks
+the target column, no one-hot), ``BinaryCrossEntropy`` (log clamped at -100, finite backward). Each
+backward is written with Tensor ops or further Functions, so gradients of gradients work.
+"""
+import builtins
+import warnings
+
+from ..autograd.function import Function
+from ..autograd.grad_mode import state
+from ..tensor import Tensor
+from ..dtypes import result_type
+from ..ops import conv as _conv
+from ..ops._util import as_tensor, normalize_dim
+from ..ops.elementwise import (Mul, Softplus, mul, where, clamp, log, exp, rsqrt, abs as _abs, square,
+                               greater, relu as _relu, leaky_relu as _leaky_relu, elu as _elu, gelu as _gelu,
+                               silu as _silu, sigmoid as _sigmoid, tanh as _tanh, softplus as _softplus)
+from ..ops.reduction import Sum
+from ..ops.linalg import MatMul, matmul
+from ..ops.indexing import ScatterAddInto, IndexAddInto
+
+__all__ = ["linear", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
+           "adaptive_avg_pool2d", "batch_norm", "layer_norm", "dropout", "embedding", "softmax", "log_softmax",
+           "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "one_hot", "relu", "leaky_relu", "elu", "gelu", "silu",
+           "sigmoid", "tanh", "softplus"]
+
+
+# --------------------------------------------------------------------------- argument helpers
+def _float_tensor(x, op, name="input", like=None):
+    x = as_tensor(x, op, like=like)
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: expected {name} to be a floating-point tensor, got dtype {x.dtype}")
+    return x
+
+
+def _same_dtype(op, *ts):
+    """The tensors (None passes) cast to their common float dtype, differentiably."""
+    dts = {t.dtype for t in ts if t is not None}
+    if len(dts) <= 1:
+        return ts
+    dt = result_type(*dts)
+    return tuple(t if t is None or t.dtype == dt else t.to(dtype=dt) for t in ts)
+
+
+def _pair(v, name, op, minimum=1):
+    """An int or a pair of ints as a pair, each at least ``minimum``."""
+    if isinstance(v, (tuple, list)) and len(v) == 1:
+        v = v[0]
+    p = (v, v) if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else None
+    if p is None or len(p) != 2 or any(isinstance(a, bool) or not isinstance(a, int) for a in p):
+        raise TypeError(f"{op}: expected {name} as an int or a pair of ints, got {v!r}")
+    if p[0] < minimum or p[1] < minimum:
+        raise ValueError(f"{op}: expected {name} of at least {minimum}, got {v!r}")
+    return p
+
+
+def _reduction(reduction, size_average, reduce, op):
+    """The reduction name, mapping PyTorch's deprecated size_average/reduce flags when given."""
+    if size_average is not None or reduce is not None:
+        size_average = True if size_average is None else size_average
+        reduction = "none" if reduce is False else "mean" if size_average else "sum"
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return reduction
+
+
+def _reduce(loss, reduction):
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.mean()
+
+
+def _inplace_result(x, y, inplace):
+    """PyTorch's inplace=True: write y into x when no graph is recorded through x, else return y."""
+    if inplace and not (state.enabled and (x.requires_grad or y.requires_grad)):
+        x.data[...] = y.data
+        x._bump_version()
+        return x
+    return y
+
+
+# --------------------------------------------------------------------------- activations
+def relu(input, inplace=False):
+    """max(x, 0)."""
+    x = as_tensor(input, "relu")
+    return _inplace_result(x, _relu(x), inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x where x > 0, else negative_slope * x."""
+    x = as_tensor(input, "leaky_relu")
+    return _inplace_result(x, _leaky_relu(x, negative_slope), inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha * (exp(x) - 1)."""
+    x = as_tensor(input, "elu")
+    return _inplace_result(x, _elu(x, alpha), inplace)
+
+
+def silu(input, inplace=False):
+    """x * sigmoid(x)."""
+    x = as_tensor(input, "silu")
+    return _inplace_result(x, _silu(x), inplace)
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x), exact erf form, or the tanh approximation with approximate='tanh'."""
+    return _gelu(input, approximate)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, linear where beta * x > threshold."""
+    return _softplus(input, beta, threshold)
+
+
+def sigmoid(input):
+    """1 / (1 + exp(-x))."""
+    return _sigmoid(input)
+
+
+def tanh(input):
+    """Hyperbolic tangent."""
+    return _tanh(input)
+
+
+# --------------------------------------------------------------------------- linear
+class Linear(Function):
+    # fused x @ w.T + b (PyTorch's addmm): one node and one BLAS call, leading dims folded into rows
+    @staticmethod
+    def forward(ctx, x, w, b):
+        a = x.data
+        y = ctx.xp.matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a, w.data.T)
+        if b is not None:
+            y += b.data
+        ctx.save_for_backward(x, w)
+        return ctx.wrap(y if a.ndim == 2 else y.reshape(a.shape[:-1] + (y.shape[-1],)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        g = grad if grad.ndim == 2 else grad.reshape(-1, grad.shape[-1])
+        gx = gw = gb = None
+        if need_x:
+            gx = MatMul.apply(g, w)
+            gx = gx if x.ndim == 2 else gx.reshape(x.shape)
+        if need_w:
+            gw = MatMul.apply(g.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))
+        if need_b:
+            gb = Sum.apply(g, (0,), False)
+        return gx, gw, gb
+
+
+def linear(input, weight, bias=None):
+    """x @ weight.T + bias for x of shape (*, in_features), weight (out_features, in_features)."""
+    x = _float_tensor(input, "linear")
+    w = _float_tensor(weight, "linear", "weight", like=x)
+    b = None if bias is None else _float_tensor(bias, "linear", "bias", like=x)
+    if w.ndim != 2:
+        raise ValueError(f"linear: expected a 2-D weight (out_features, in_features), got shape {w.shape}")
+    if x.ndim == 0 or x.shape[-1] != w.shape[1]:
+        raise ValueError(f"linear: input of shape {x.shape} has {x.shape[-1] if x.ndim else 0} features but "
+                         f"the weight of shape {w.shape} expects {w.shape[1]}")
+    if b is not None and b.shape != (w.shape[0],):
+        raise ValueError(f"linear: expected a bias of shape ({w.shape[0]},), got {b.shape}")
+    if x.dtype != w.dtype or (b is not None and b.dtype != w.dtype):
+        x, w, b = _same_dtype("linear", x, w, b)
+    return Linear.apply(x, w, b)
+
+
+# --------------------------------------------------------------------------- convolution
+def _conv_geom(op, x_shape, w_shape, stride, padding, dilation, groups):
+    """(geom, (oh, ow)) for ops.conv after checking shapes and arguments (all pairs already)."""
+    n, c, h, wd = x_shape
+    o, cg, kh, kw = w_shape
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: expected groups to be a positive int, got {groups!r}")
+    if c != cg * groups:
+        raise ValueError(f"{op}: expected input with {cg * groups} channels (weight of shape {tuple(w_shape)} "
+                         f"with groups={groups}), got {c} channels (input shape {tuple(x_shape)})")
+    if o % groups:
+        raise ValueError(f"{op}: out_channels ({o}) must be divisible by groups ({groups})")
+    sh, sw = stride
+    dh, dw = dilation
+    if isinstance(padding, str):
+        if padding == "valid":
+            pads = (0, 0, 0, 0)
+        elif padding == "same":
+            if (sh, sw) != (1, 1):
+                raise ValueError(f"{op}: padding='same' is not supported for strided convolutions (stride {stride})")
+            th, tw = dh * (kh - 1), dw * (kw - 1)
+            pads = (th // 2, th - th // 2, tw // 2, tw - tw // 2)   # the odd one extra at the end, as PyTorch
+        else:
+            raise ValueError(f"{op}: padding must be an int, a pair, 'valid' or 'same', got {padding!r}")
+    else:
+        pads = (padding[0], padding[0], padding[1], padding[1])
+    pt, pb, pl, pr = pads
+    oh, ow = _conv.out_size(h, kh, sh, dh, pt, pb), _conv.out_size(wd, kw, sw, dw, pl, pr)
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"{op}: the padded input ({h + pt + pb}x{wd + pl + pr}) is smaller than the dilated "
+                         f"kernel ({dh * (kh - 1) + 1}x{dw * (kw - 1) + 1})")
+    return (sh, sw, pt, pb, pl, pr, dh, dw, groups), (oh, ow)
+
+
+def _conv_operands(op, input, weight, bias, nd):
+    x = _float_tensor(input, op)
+    w = _float_tensor(weight, op, "weight", like=x)
+    b = None if bias is None else _float_tensor(bias, op, "bias", like=x)
+    names = "(N, C, L)" if nd == 1 else "(N, C, H, W)"
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ValueError(f"{op}: expected a {nd + 2}-D input {names} or a {nd + 1}-D unbatched one, got shape {x.shape}")
+    if w.ndim != nd + 2:
+        raise ValueError(f"{op}: expected a {nd + 2}-D weight (out_channels, in_channels / groups, "
+                         f"{'k' if nd == 1 else 'kh, kw'}), got shape {w.shape}")
+    if b is not None and b.shape != (w.shape[0],):
+        raise ValueError(f"{op}: expected a bias of shape ({w.shape[0]},), got {b.shape}")
+    if x.dtype != w.dtype or (b is not None and b.dtype != w.dtype):
+        x, w, b = _same_dtype(op, x, w, b)
+    return x, w, b
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation, PyTorch's conv2d: input (N, C, H, W) or (C, H, W), weight
+    (out_channels, C / groups, kh, kw); padding an int, a pair, 'valid' or 'same'."""
+    x, w, b = _conv_operands("conv2d", input, weight, bias, 2)
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = x.reshape((1,) + x.shape)
+    pad = padding if isinstance(padding, str) else _pair(padding, "padding", "conv2d", 0)
+    geom, _ = _conv_geom("conv2d", x.shape, w.shape, _pair(stride, "stride", "conv2d"), pad,
+                         _pair(dilation, "dilation", "conv2d"), groups)
+    y = _conv.conv2d(x, w, b, geom)
+    return y.reshape(y.shape[1:]) if unbatched else y
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation: input (N, C, L) or (C, L), weight (out_channels, C / groups, k); a 2-D
+    convolution over a unit height."""
+    x, w, b = _conv_operands("conv1d", input, weight, bias, 1)
+    unbatched = x.ndim == 2
+    x = x.reshape((1,) + x.shape[:1] + (1,) + x.shape[1:]) if unbatched else x.reshape(x.shape[:2] + (1,) + x.shape[2:])
+    w = w.reshape(w.shape[:2] + (1,) + w.shape[2:])
+    pad = padding if isinstance(padding, str) else (0, _single(padding, "padding", 0))
+    geom, _ = _conv_geom("conv1d", x.shape, w.shape, (1, _single(stride, "stride")), pad,
+                         (1, _single(dilation, "dilation")), groups)
+    y = _conv.conv2d(x, w, b, geom)
+    return y.reshape(y.shape[1:2] + y.shape[3:]) if unbatched else y.reshape(y.shape[:2] + y.shape[3:])
+
+
+def _single(v, name, minimum=1, op="conv1d"):
+    if isinstance(v, (tuple, list)) and len(v) == 1:
+        v = v[0]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{op}: expected {name} as an int, got {v!r}")
+    if v < minimum:
+        raise ValueError(f"{op}: expected {name} of at least {minimum}, got {v!r}")
+    return v
+
+
+# --------------------------------------------------------------------------- pooling
+def _pool_input(input, op):
+    x = _float_tensor(input, op)
+    if x.ndim not in (3, 4):
+        raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D unbatched one (C, H, W), got shape {x.shape}")
+    return (x.reshape((1,) + x.shape), True) if x.ndim == 3 else (x, False)
+
+
+def _pool_len(n, k, s, p, d, ceil_mode):
+    """(output length, padding after) for pooling, with PyTorch's ceil_mode rule that the last window
+    must start inside the input or the leading padding."""
+    span = d * (k - 1) + 1
+    out = (n + 2 * p - span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out, builtins.max(p, (out - 1) * s + span - n - p)
+
+
+def _pool_geom(op, x, kernel_size, stride, padding, dilation, ceil_mode):
+    kh, kw = _pair(kernel_size, "kernel_size", op)
+    sh, sw = (kh, kw) if stride is None or stride == () or stride == [] else _pair(stride, "stride", op)
+    ph, pw = _pair(padding, "padding", op, 0)
+    dh, dw = _pair(dilation, "dilation", op)
+    if ph > kh // 2 or pw > kw // 2:
+        raise ValueError(f"{op}: padding should be at most half the kernel size, got padding {(ph, pw)} for kernel "
+                         f"{(kh, kw)}")
+    h, w = x.shape[2:]
+    oh, pb = _pool_len(h, kh, sh, ph, dh, ceil_mode)
+    ow, pr = _pool_len(w, kw, sw, pw, dw, ceil_mode)
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"{op}: the input of shape {x.shape} is too small for kernel {(kh, kw)} (dilation "
+                         f"{(dh, dw)}, padding {(ph, pw)}): the output would be {oh}x{ow}")
+    return (kh, kw), (sh, sw, ph, pb, pw, pr, dh, dw, 1), (oh, ow)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over kernel_size windows (stride defaults to kernel_size, padding counts as -inf); the gradient
+    goes to the first maximum of each window. return_indices also gives each maximum's flat index in H*W."""
+    x, unbatched = _pool_input(input, "max_pool2d")
+    (kh, kw), geom, (oh, ow) = _pool_geom("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
+    y = _conv.max_pool2d(x, kh, kw, geom, oh, ow)
+    if unbatched:
+        y = y.reshape(y.shape[1:])
+    if not return_indices:
+        return y
+    idx = _conv.max_pool_indices(x.device.backend.xp, x.data, kh, kw, geom, oh, ow)
+    return y, Tensor._make(idx[0] if unbatched else idx, x.device)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over windows of the last dim of (N, C, L) or (C, L)."""
+    x = _float_tensor(input, "max_pool1d")
+    if x.ndim not in (2, 3):
+        raise ValueError(f"max_pool1d: expected a 3-D input (N, C, L) or a 2-D unbatched one, got shape {x.shape}")
+    y = max_pool2d(x.unsqueeze(-2), (1, _single(kernel_size, "kernel_size", op="max_pool1d")),
+                   None if stride is None else (1, _single(stride, "stride", op="max_pool1d")),
+                   (0, _single(padding, "padding", 0, "max_pool1d")), (1, _single(dilation, "dilation", op="max_pool1d")),
+                   ceil_mode, return_indices)
+    return (y[0].squeeze(-2), y[1].squeeze(-2)) if return_indices else y.squeeze(-2)
+
+
+def _avg_divisors(n, k, s, p, out, count_include_pad):
+    """PyTorch's divisor per output position along one dim: the window clipped to the padded input
+    (count_include_pad) or to the input itself."""
+    sizes = []
+    for i in range(out):
+        lo = i * s - p
+        hi = builtins.min(lo + k, n + p)
+        sizes.append(hi - lo if count_include_pad else builtins.min(hi, n) - builtins.max(lo, 0))
+    return sizes
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Mean over kernel_size windows (stride defaults to kernel_size); by default zero padding counts
+    in the mean (count_include_pad=True), as in PyTorch."""
+    x, unbatched = _pool_input(input, "avg_pool2d")
+    (kh, kw), geom, (oh, ow) = _pool_geom("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    sh, sw, ph, _, pw, _, _, _, _ = geom
+    h, w = x.shape[2:]
+    if divisor_override is not None:
+        if isinstance(divisor_override, bool) or not isinstance(divisor_override, int) or divisor_override <= 0:
+            raise ValueError(f"avg_pool2d: divisor_override must be a positive int, got {divisor_override!r}")
+        scale = 1.0 / divisor_override
+    else:
+        rows = _avg_divisors(h, kh, sh, ph, oh, count_include_pad)
+        cols = _avg_divisors(w, kw, sw, pw, ow, count_include_pad)
+        if len(set(rows)) == 1 and len(set(cols)) == 1:
+            scale = 1.0 / (rows[0] * cols[0])
+        else:
+            xp = x.device.backend.xp
+            div = xp.asarray(rows, dtype=x.dtype).reshape(-1, 1) * xp.asarray(cols, dtype=x.dtype).reshape(1, -1)
+            scale = Tensor._make(1 / div, x.device)
+    y = _conv.avg_pool2d(x, kh, kw, geom, oh, ow, scale)
+    return y.reshape(y.shape[1:]) if unbatched else y
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    """Mean over windows of the last dim of (N, C, L) or (C, L)."""
+    x = _float_tensor(input, "avg_pool1d")
+    if x.ndim not in (2, 3):
+        raise ValueError(f"avg_pool1d: expected a 3-D input (N, C, L) or a 2-D unbatched one, got shape {x.shape}")
+    return avg_pool2d(x.unsqueeze(-2), (1, _single(kernel_size, "kernel_size", op="avg_pool1d")),
+                      None if stride is None else (1, _single(stride, "stride", op="avg_pool1d")),
+                      (0, _single(padding, "padding", 0, "avg_pool1d")), ceil_mode, count_include_pad).squeeze(-2)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average pooling to a fixed (oh, ow) (None keeps that size) with PyTorch's windows
+    [floor(i*H/oh), ceil((i+1)*H/oh)); separable, so it is A_h @ x @ A_w.T."""
+    x, unbatched = _pool_input(input, "adaptive_avg_pool2d")
+    h, w = x.shape[2:]
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    oh, ow = h if oh is None else oh, w if ow is None else ow
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"adaptive_avg_pool2d: expected a positive output size, got {output_size!r}")
+    if h % oh == 0 and w % ow == 0:
+        y = avg_pool2d(x, (h // oh, w // ow))
+    else:
+        y = matmul(matmul(_avg_matrix(h, oh, x), x), _avg_matrix(w, ow, x).T)
+    return y.reshape(y.shape[1:]) if unbatched else y
+
+
+def _avg_matrix(n, out, like):
+    """(out, n) matrix whose row i averages PyTorch's adaptive window i."""
+    xp = like.device.backend.xp
+    m = xp.zeros((out, n), dtype=like.dtype)
+    for i in range(out):
+        lo, hi = (i * n) // out, -(-((i + 1) * n) // out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return Tensor._make(m, like.device)
+
+
+# --------------------------------------------------------------------------- normalisation
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Normalise each channel (dim 1) by the batch statistics (training) or the running ones. In training
+    the running statistics are updated in place: r = (1 - momentum) * r + momentum * batch statistic,
+    the variance unbiased, as in PyTorch."""
+    x = _float_tensor(input, "batch_norm")
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of shape (N, C, ...), got shape {x.shape}")
+    c = x.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        if t is not None and (not isinstance(t, Tensor) or t.shape != (c,)):
+            got = t.shape if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"batch_norm: expected {name} of shape ({c},) for an input with {c} channels, got {got}")
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    if not training:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var are required when training=False")
+        # y = x * scale + shift, the per-channel factors folded first (cheap), all differentiable
+        scale = rsqrt(running_var + eps)
+        if weight is not None:
+            scale = scale * weight
+        shift = -running_mean * scale if bias is None else bias - running_mean * scale
+        return x * scale.reshape(shape) + shift.reshape(shape)
+    axes = (0,) + tuple(range(2, x.ndim))
+    n = x.numel() // c if c else 0
+    if n <= 1:
+        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input of shape {x.shape}")
+    mean = x.mean(axes, keepdims=True)
+    xc = x - mean
+    var = (xc * xc).mean(axes, keepdims=True)
+    if running_mean is not None or running_var is not None:
+        _update_running(running_mean, mean.data.reshape(c), momentum)
+        _update_running(running_var, var.data.reshape(c) * (n / (n - 1)), momentum)
+    y = xc * rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def _update_running(r, stat, momentum):
+    """r = (1 - momentum) * r + momentum * stat in place, outside the graph (a new version of r)."""
+    if r is None:
+        return
+    r.data *= 1.0 - momentum
+    r.data += stat * momentum
+    r._bump_version()
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the trailing dims ``normalized_shape`` (biased variance), then weight and bias
+    (of that shape) elementwise."""
+    x = _float_tensor(input, "layer_norm")
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(ns)
+    if k == 0 or x.shape[x.ndim - k:] != ns or k > x.ndim:
+        raise ValueError(f"layer_norm: expected an input whose trailing dims are normalized_shape {ns}, got shape {x.shape}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.shape != ns:
+            raise ValueError(f"layer_norm: expected {name} of shape {ns}, got {t.shape}")
+    axes = tuple(range(x.ndim - k, x.ndim))
+    xc = x - x.mean(axes, keepdims=True)
+    y = xc * rsqrt((xc * xc).mean(axes, keepdims=True) + eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+# --------------------------------------------------------------------------- dropout, embedding, one_hot
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability p and scale the rest by 1 / (1 - p) (identity when not
+    training or p == 0). The mask comes from the device's generator, so ag.manual_seed makes it
+    reproducible."""
+    x = as_tensor(input, "dropout")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: expected a probability p in [0, 1], got {p!r}")
+    if not training or p == 0:
+        return x
+    if x.dtype.kind != "f":
+        raise TypeError(f"dropout: expected a floating-point tensor, got dtype {x.dtype}")
+    backend = x.device.backend
+    if p == 1:
+        mask = backend.xp.zeros(x.shape, dtype=x.dtype)
+    else:
+        keep = backend.rand(x.shape, x.dtype) >= p
+        mask = keep.astype(x.dtype)
+        mask *= 1.0 / (1.0 - p)
+    return _inplace_result(x, Mul.apply(x, Tensor._make(mask, x.device)), inplace)
+
+
+def _index_tensor(indices, like, op, name="indices"):
+    t = as_tensor(indices, op, like=like)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"{op}: expected {name} of an integer dtype, got {t.dtype}")
+    if t.device is not like.device:
+        raise RuntimeError(f"{op}: expected {name} on {like.device}, got {t.device}; move them with .to()")
+    return t
+
+
+def _check_range(a, n, op, what="index", extra=""):
+    """IndexError unless every entry of integer array ``a`` is in [0, n) (one check on every device)."""
+    if a.size:
+        lo, hi = int(a.min()), int(a.max())
+        if lo < 0 or hi >= n:
+            raise IndexError(f"{op}: {what} {lo if lo < 0 else hi} is out of range [0, {n}){extra}")
+
+
+class Embedding(Function):
+    """weight[indices]; the backward scatter-adds rows (repeated indices sum), skipping padding_idx and
+    scaled by 1/count with scale_grad_by_freq."""
+
+    @staticmethod
+    def forward(ctx, weight, idx, row_scale):
+        ctx.idx, ctx.row_scale, ctx.shape = idx, row_scale, weight.data.shape
+        return ctx.wrap(weight.data[idx])
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = grad if ctx.row_scale is None else mul(grad, ctx.wrap(ctx.row_scale))
+        return IndexAddInto.apply(g, ctx.shape, (ctx.idx, Ellipsis), False), None, None
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+    """Rows of weight (num_embeddings, dim) picked by integer indices of any shape -> (*indices.shape, dim).
+    The row padding_idx gets no gradient; max_norm renormalises the picked rows in place first."""
+    w = _float_tensor(weight, "embedding", "weight")
+    if w.ndim != 2:
+        raise ValueError(f"embedding: expected a 2-D weight (num_embeddings, embedding_dim), got shape {w.shape}")
+    if sparse:
+        raise NotImplementedError("embedding: sparse gradients are not supported; use sparse=False")
+    idx = _index_tensor(input, w, "embedding", "input").data
+    n = w.shape[0]
+    _check_range(idx, n, "embedding", "index", f" for a weight with {n} rows")
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise ValueError(f"embedding: padding_idx must be within [-{n}, {n}), got {padding_idx}")
+        padding_idx %= n
+    if max_norm is not None:
+        _renorm_rows(w, idx, max_norm, norm_type)
+    xp = w.device.backend.xp
+    row_scale = None
+    if padding_idx is not None or scale_grad_by_freq:
+        row_scale = xp.ones(idx.shape + (1,), dtype=w.dtype)
+        if scale_grad_by_freq:
+            row_scale /= xp.bincount(idx.reshape(-1), minlength=n)[idx][..., None]
+        if padding_idx is not None:
+            row_scale *= (idx != padding_idx)[..., None]
+    return Embedding.apply(w, idx, row_scale)
+
+
+def _renorm_rows(w, idx, max_norm, norm_type):
+    """Rows of w picked by idx whose norm exceeds max_norm scaled down to it, in place (PyTorch's
+    embedding_renorm_, outside the graph)."""
+    xp = w.device.backend.xp
+    rows = xp.unique(idx.reshape(-1))
+    r = w.data[rows]
+    norms = (xp.abs(r) ** norm_type).sum(axis=1) ** (1.0 / norm_type)
+    factor = xp.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).astype(w.dtype)
+    w.data[rows] = r * factor[:, None]
+    w._bump_version()
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 tensor with a trailing dim of num_classes (max + 1 when -1): 1 at each index, else 0; no gradient."""
+    t = as_tensor(tensor, "one_hot")
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"one_hot: expected an integer tensor of class indices, got dtype {t.dtype}")
+    a = t.data
+    if num_classes == -1:
+        if a.size == 0:
+            raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass num_classes")
+        num_classes = int(a.max()) + 1
+    if a.size:
+        lo, hi = int(a.min()), int(a.max())
+        if lo < 0 or hi >= num_classes:
+            raise ValueError(f"one_hot: class values must be in [0, {num_classes}), got {lo if lo < 0 else hi}")
+    xp = t.device.backend.xp
+    return Tensor._make((a[..., None] == xp.arange(num_classes)).astype("int64"), t.device)
+
+
+# --------------------------------------------------------------------------- softmax, log_softmax
+def _shifted(xp, a, dim):
+    """a - max(a) along dim (rows that are all -inf shift by 0, giving nan like PyTorch, not a warning)."""
+    m = a.max(axis=dim, keepdims=True)
+    return a - xp.where(xp.isfinite(m), m, 0)
+
+
+class LogSoftmax(Function):
+    # fused: shift by the max so exp cannot overflow; logsumexp of the shifted row is log(sum) >= 0
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = ctx.xp
+        a = x.data
+        if a.shape[dim] == 0:
+            y = a.copy()
+        else:
+            s = _shifted(xp, a, dim)
+            y = s - xp.log(xp.exp(s).sum(axis=dim, keepdims=True))
+        y = ctx.wrap(y)
+        ctx.dim = dim
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, = ctx.saved_tensors
+        return LogSoftmaxBackward.apply(grad, y, ctx.dim), None
+
+
+class LogSoftmaxBackward(Function):
+    """grad - exp(y) * sum(grad) along dim, as one node; its own backward composes Tensor ops."""
+
+    @staticmethod
+    def forward(ctx, grad, y, dim):
+        ctx.dim = dim
+        ctx.save_for_backward(grad, y)
+        g = grad.data
+        return ctx.wrap(g - ctx.xp.exp(y.data) * g.sum(axis=dim, keepdims=True))
+
+    @staticmethod
+    def backward(ctx, gg):
+        grad, y = ctx.saved_tensors
+        d = ctx.dim
+        p = exp(y)
+        d_grad = gg - (gg * p).sum(d, keepdims=True) if ctx.needs_input_grad[0] else None
+        d_y = -(gg * p * grad.sum(d, keepdims=True)) if ctx.needs_input_grad[1] else None
+        return d_grad, d_y, None
+
+
+class Softmax(Function):
+    # fused: the max shift keeps exp finite; backward from the saved output
+    @staticmethod
+    def forward(ctx, x, dim):
+        xp = ctx.xp
+        a = x.data
+        if a.shape[dim] == 0:
+            y = a.copy()
+        else:
+            e = xp.exp(_shifted(xp, a, dim))
+            y = e / e.sum(axis=dim, keepdims=True)
+        y = ctx.wrap(y)
+        ctx.dim = dim
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, = ctx.saved_tensors
+        gy = grad * y
+        return gy - y * gy.sum(ctx.dim, keepdims=True), None
+
+
+def _softmax_dim(x, dim, dtype, op):
+    x = as_tensor(x, op)
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating-point tensor, got dtype {x.dtype}; pass dtype=")
+    if dim is None:
+        warnings.warn(f"{op}: implicit dimension choice is deprecated; pass dim=", stacklevel=3)
+        dim = 0 if x.ndim in (0, 1, 3) else 1
+    if x.ndim == 0:
+        normalize_dim(dim, 0, op)
+        return x.reshape(1), 0, True
+    return x, normalize_dim(dim, x.ndim, op), False
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """exp(x) / sum(exp(x)) along dim, shifted by the max so it never overflows."""
+    x, d, scalar = _softmax_dim(input, dim, dtype, "softmax")
+    y = Softmax.apply(x, d)
+    return y.reshape(()) if scalar else y
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """x - logsumexp(x) along dim, computed in one fused, max-shifted pass."""
+    x, d, scalar = _softmax_dim(input, dim, dtype, "log_softmax")
+    y = LogSoftmax.apply(x, d)
+    return y.reshape(()) if scalar else y
+
+
+# --------------------------------------------------------------------------- classification losses
+class NllLoss(Function):
+    """-coef_i * logp[i, target_i] per element, summed, or divided by sum(coef) for 'mean'; the target
+    column is picked directly (no one-hot) and the backward scatters into it."""
+
+    @staticmethod
+    def forward(ctx, logp, idx, coef, reduction):
+        xp = ctx.xp
+        losses = xp.take_along_axis(logp.data, idx, axis=1).reshape(coef.shape) * -coef
+        scale = coef
+        if reduction != "none":
+            out = losses.sum()
+            if reduction == "mean":
+                total = coef.sum()
+                out = out / total
+                scale = coef / total
+            losses = out
+        ctx.idx, ctx.scale, ctx.shape = idx, scale, logp.data.shape
+        return ctx.wrap(losses)
+
+    @staticmethod
+    def backward(ctx, grad):
+        neg = ctx.wrap(-ctx.scale)
+        g = Mul.apply(grad, neg) if grad.shape == neg.shape else mul(grad, neg)
+        return ScatterAddInto.apply(g.reshape(ctx.idx.shape), ctx.idx, 1, ctx.shape), None, None, None
+
+
+def _class_weight(weight, c, x, op):
+    if weight is None:
+        return None
+    w = _float_tensor(weight, op, "weight", like=x)
+    if w.shape != (c,):
+        raise ValueError(f"{op}: expected a weight of shape ({c},) (one per class), got {w.shape}")
+    return w
+
+
+def _index_target(x, target, op):
+    """The class-index target checked against input (N, C, d1, ...): shape (N, d1, ...)."""
+    want = x.shape[:1] + x.shape[2:]
+    if target.shape != want:
+        raise ValueError(f"{op}: expected a target of shape {want} (class indices for an input of shape {x.shape}), "
+                         f"got {target.shape}")
+    return target
+
+
+def _nll(logp, target, weight, ignore_index, reduction, op):
+    """(loss, valid mask array, safe targets) for log-probabilities (N, C, d...) and targets (N, d...)."""
+    xp = logp.device.backend.xp
+    c = logp.shape[1]
+    t = target.data
+    valid = t != ignore_index
+    safe = xp.where(valid, t, 0)
+    _check_range(safe, c, op, "target", f" for {c} classes (ignore_index={ignore_index})")
+    coef = valid.astype(logp.dtype) if weight is None else weight.data.astype(logp.dtype)[safe] * valid
+    return NllLoss.apply(logp, safe[:, None], coef, reduction), valid, safe
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """Negative log-likelihood of log-probabilities (N, C, d...) (or (C,)) at class indices (N, d...);
+    'mean' divides by the summed weights of the non-ignored targets."""
+    op = "nll_loss"
+    reduction = _reduction(reduction, size_average, reduce, op)
+    x = _float_tensor(input, op)
+    t = _index_tensor(target, x, op, "target")
+    unbatched = x.ndim == 1
+    if unbatched:
+        x, t = x.reshape(1, -1), t.reshape(1)
+    if x.ndim < 2:
+        raise ValueError(f"{op}: expected an input of shape (N, C, ...) or (C,), got shape {x.shape}")
+    _index_target(x, t, op)
+    w = _class_weight(weight, x.shape[1], x, op)
+    if w is not None and w.dtype != x.dtype:
+        w = w.to(dtype=x.dtype)
+    loss = _nll(x, t, w, ignore_index, reduction, op)[0]
+    return loss.reshape(()) if unbatched and reduction == "none" else loss
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    """log_softmax over dim 1 then the negative log-likelihood. ``target`` holds class indices (N, d...)
+    (integer dtype; ignore_index and weight apply) or class probabilities shaped like input (float)."""
+    op = "cross_entropy"
+    reduction = _reduction(reduction, size_average, reduce, op)
+    x = _float_tensor(input, op)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    if x.ndim == 0:
+        raise ValueError(f"{op}: expected an input of shape (N, C, ...) or (C,), got a 0-d tensor")
+    t = as_tensor(target, op, like=x)
+    if t.device is not x.device:
+        raise RuntimeError(f"{op}: expected target on {x.device}, got {t.device}; move it with .to()")
+    unbatched = x.ndim == 1
+    cdim = 0 if unbatched else 1
+    c = x.shape[cdim]
+    w = _class_weight(weight, c, x, op)
+    if w is not None and w.dtype != x.dtype:
+        w = w.to(dtype=x.dtype)
+    if t.dtype.kind == "f":
+        return _soft_cross_entropy(x, t, w, cdim, reduction, label_smoothing)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"{op}: expected class indices (an integer tensor) or probabilities (a float tensor), "
+                        f"got dtype {t.dtype}")
+    if unbatched:
+        if t.ndim != 0:
+            raise ValueError(f"{op}: expected a 0-d class-index target for an unbatched input of shape {x.shape}, "
+                             f"got shape {t.shape}")
+        x, t = x.reshape(1, -1), t.reshape(1)
+    _index_target(x, t, op)
+    logp = LogSoftmax.apply(x, 1)
+    loss, valid, safe = _nll(logp, t, w, ignore_index, reduction, op)
+    if label_smoothing > 0:
+        loss = loss * (1.0 - label_smoothing) + _smooth_term(logp, w, valid, safe, reduction) * (label_smoothing / c)
+    return loss.reshape(()) if unbatched and reduction == "none" else loss
+
+
+def _smooth_term(logp, w, valid, safe, reduction):
+    """PyTorch's label-smoothing term for index targets: -sum_c w_c logp_c per element, ignored ones 0;
+    'mean' divides by the summed weights of the targets (their count without weights)."""
+    shape = (1, logp.shape[1]) + (1,) * (logp.ndim - 2)
+    per = -(logp if w is None else logp * w.detach().reshape(shape)).sum(1)   # class weights are constants, as in nll
+    mask = Tensor._make(valid.astype(logp.dtype), logp.device)
+    per = per * mask
+    if reduction == "none":
+        return per
+    total = per.sum()
+    if reduction == "sum":
+        return total
+    denom = mask.sum() if w is None else (Tensor._make(w.data[safe], logp.device) * mask).sum()
+    return total / denom
+
+
+def _soft_cross_entropy(x, t, w, cdim, reduction, label_smoothing):
+    """Cross entropy against class probabilities (same shape as x); 'mean' averages over elements."""
+    if t.shape != x.shape:
+        raise ValueError(f"cross_entropy: expected probability targets of the input's shape {x.shape}, got {t.shape}")
+    if t.dtype != x.dtype:
+        t = t.to(dtype=x.dtype)
+    c = x.shape[cdim]
+    logp = LogSoftmax.apply(x, cdim)
+    if label_smoothing > 0:
+        t = t * (1.0 - label_smoothing) + label_smoothing / c
+    prod = logp * t
+    if w is not None:
+        prod = prod * w.reshape((c,) + (1,) * (x.ndim - cdim - 1))
+    return _reduce(-prod.sum(cdim), reduction)
+
+
+# --------------------------------------------------------------------------- regression and binary losses
+def _pair_loss_operands(input, target, op):
+    x = _float_tensor(input, op)
+    t = as_tensor(target, op, like=x)
+    if t.shape != x.shape:
+        warnings.warn(f"{op}: target size {t.shape} differs from input size {x.shape}; they are broadcast, "
+                      "which is likely not what you want", stacklevel=3)
+    return x, t
+
+
+def _weighted_reduce(loss, weight, reduction, op):
+    if weight is None:
+        return _reduce(loss, reduction)
+    w = as_tensor(weight, op, like=loss)
+    if w.shape != loss.shape:
+        raise ValueError(f"{op}: expected a weight of the input's shape {loss.shape}, got {w.shape}")
+    loss = loss * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return _reduce(loss, reduction)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """(input - target) ** 2, reduced; with weight, 'mean' is sum(weight * se) / sum(weight)."""
+    reduction = _reduction(reduction, size_average, reduce, "mse_loss")
+    x, t = _pair_loss_operands(input, target, "mse_loss")
+    return _weighted_reduce(square(x - t), weight, reduction, "mse_loss")
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """|input - target|, reduced; with weight, 'mean' is sum(weight * ae) / sum(weight)."""
+    reduction = _reduction(reduction, size_average, reduce, "l1_loss")
+    x, t = _pair_loss_operands(input, target, "l1_loss")
+    return _weighted_reduce(_abs(x - t), weight, reduction, "l1_loss")
+
+
+def _clamped_log(v):
+    """log(v) clamped at -100 (PyTorch's BCE), without evaluating log(0)."""
+    pos = greater(v, 0)
+    return where(pos, clamp(log(where(pos, v, 1.0)), min=-100.0), -100.0)
+
+
+class BinaryCrossEntropy(Function):
+    # fused: each log is clamped at -100 as in PyTorch, and the backward, grad * (x - t) / max(x (1 - x), 1e-12),
+    # stays finite at x = 0 and 1 where the composed form gives 0 * inf
+    @staticmethod
+    def forward(ctx, x, t):
+        xp = ctx.xp
+        a, b = x.data, t.data
+        lx = xp.where(a > 0, xp.log(xp.where(a > 0, a, 1)), -100)
+        l1x = xp.where(a < 1, xp.log1p(-xp.where(a < 1, a, 0)), -100)
+        ctx.save_for_backward(x, t)
+        return ctx.wrap((-(b * xp.maximum(lx, -100) + (1 - b) * xp.maximum(l1x, -100))).astype(a.dtype, copy=False))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, t = ctx.saved_tensors
+        gx = gt = None
+        if ctx.needs_input_grad[0]:
+            gx = grad * (x - t) / clamp(x * (1.0 - x), min=1e-12)
+        if ctx.needs_input_grad[1]:
+            gt = grad * (_clamped_log(1.0 - x) - _clamped_log(x))
+        return gx, gt
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-(t log(x) + (1 - t) log(1 - x)) for probabilities x in [0, 1], each log clamped at -100."""
+    op = "binary_cross_entropy"
+    reduction = _reduction(reduction, size_average, reduce, op)
+    x = _float_tensor(input, op)
+    t = _float_tensor(target, op, "target", like=x)
+    if t.shape != x.shape:
+        raise ValueError(f"{op}: expected a target of the input's shape {x.shape}, got {t.shape}")
+    if x.numel() and (float(x.data.min()) < 0 or float(x.data.max()) > 1):
+        raise ValueError(f"{op}: all elements of input should be probabilities in [0, 1]; apply sigmoid first or "
+                         "use binary_cross_entropy_with_logits")
+    x, t = _same_dtype(op, x, t)
+    loss = BinaryCrossEntropy.apply(x, t)
+    if weight is not None:
+        loss = loss * as_tensor(weight, op, like=x)
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """BCE of sigmoid(x), computed stably as (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)."""
+    op = "binary_cross_entropy_with_logits"
+    reduction = _reduction(reduction, size_average, reduce, op)
+    x = _float_tensor(input, op)
+    t = _float_tensor(target, op, "target", like=x)
+    if t.shape != x.shape:
+        raise ValueError(f"{op}: expected a target of the input's shape {x.shape}, got {t.shape}")
+    sp = Softplus.apply(-x)                 # log(1 + exp(-x)) = max(-x, 0) + log1p(exp(-|x|))
+    if pos_weight is not None:
+        sp = sp * ((as_tensor(pos_weight, op, like=x) - 1.0) * t + 1.0)
+    loss = (1.0 - t) * x + sp
+    if weight is not None:
+        loss = loss * as_tensor(weight, op, like=x)
+    return _reduce(loss, reduction)

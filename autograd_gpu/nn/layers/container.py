@@ -1,0 +1,159 @@
+"""Containers: Sequential (chains its children), ModuleList and ModuleDict (hold children)."""
+from collections import OrderedDict
+
+from ..module import Module
+
+__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+
+
+def _index(i, n, what):
+    if not isinstance(i, int) or isinstance(i, bool):
+        raise TypeError(f"{what} indices must be integers or slices, got {type(i).__name__}")
+    if not -n <= i < n:
+        raise IndexError(f"{what} index {i} is out of range for {n} modules")
+    return i % n
+
+
+class _ListLike(Module):
+    """Children stored under "0", "1", ...; renumbered after deletions and insertions."""
+
+    def _renumber(self, modules):
+        for name in list(self._modules):
+            delattr(self, name)
+        for i, m in enumerate(modules):
+            self.add_module(str(i), m)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        mods = list(self._modules.values())
+        if isinstance(idx, slice):
+            return type(self)(*mods[idx]) if isinstance(self, Sequential) else type(self)(mods[idx])
+        return mods[_index(idx, len(mods), type(self).__name__)]
+
+    def __setitem__(self, idx, module):
+        i = _index(idx, len(self), type(self).__name__)
+        setattr(self, list(self._modules)[i], module)
+
+    def __delitem__(self, idx):
+        mods = list(self._modules.values())
+        if isinstance(idx, slice):
+            del mods[idx]
+        else:
+            del mods[_index(idx, len(mods), type(self).__name__)]
+        self._renumber(mods)
+
+    def append(self, module):
+        """Add ``module`` at the end; returns self."""
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        mods = list(self._modules.values())
+        mods.insert(index, module)
+        self._renumber(mods)
+
+    def pop(self, idx=-1):
+        m = self[idx]
+        del self[idx]
+        return m
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+
+class Sequential(_ListLike):
+    """Calls its children in order, each on the previous one's output: Sequential(Linear(2, 8), ReLU())."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], (dict, OrderedDict)):
+            for name, m in args[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(args):
+                self.add_module(str(i), m)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[idx]))
+        return super().__getitem__(idx)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+
+class ModuleList(_ListLike):
+    """A list of modules whose parameters the parent sees; index, iterate and append like a list."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __add__(self, other):
+        return ModuleList(list(self) + list(other))
+
+
+class ModuleDict(Module):
+    """A dict of modules (insertion-ordered) whose parameters the parent sees."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __delitem__(self, key):
+        delattr(self, key)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+    def pop(self, key):
+        m = self._modules[key]
+        del self[key]
+        return m
+
+    def clear(self):
+        for k in list(self._modules):
+            del self[k]
+
+    def update(self, modules):
+        """Add the (name, module) pairs of a dict or an iterable of pairs."""
+        items = modules.items() if hasattr(modules, "items") else modules
+        for pair in items:
+            if len(pair) != 2:
+                raise ValueError(f"ModuleDict.update: expected (name, module) pairs, got {pair!r}")
+            self[pair[0]] = pair[1]

@@ -1,0 +1,91 @@
+"""Conv1d and Conv2d: weight (out_channels, in_channels // groups, *kernel_size), PyTorch's default init."""
+import math
+
+from ..module import Module
+from ..parameter import Parameter
+from .. import init
+from ... import creation
+from .. import functional as F
+
+__all__ = ["Conv1d", "Conv2d"]
+
+
+def _tuple(v, n, what):
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,) * n
+    v = tuple(v)
+    if len(v) != n or not all(isinstance(a, int) for a in v):
+        raise ValueError(f"{what}: expected an int or {n} ints, got {v!r}")
+    return v
+
+
+class _ConvNd(Module):
+    _n = 0
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        name, n = type(self).__name__, self._n
+        if groups <= 0 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
+                             f"divisible by groups ({groups})")
+        if padding_mode != "zeros":
+            raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _tuple(kernel_size, n, name)
+        self.stride = _tuple(stride, n, name)
+        self.dilation = _tuple(dilation, n, name)
+        self.padding_mode = padding_mode
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"{name}: padding must be 'same', 'valid', an int or {n} ints, got {padding!r}")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = _tuple(padding, n, name)
+        kw = {"device": device, "dtype": dtype}
+        self.weight = Parameter(creation.empty(out_channels, in_channels // groups, *self.kernel_size, **kw))
+        if bias:
+            self.bias = Parameter(creation.empty(out_channels, **kw))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # kaiming_uniform_(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups * prod(kernel)
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def extra_repr(self):
+        n = self._n
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0,) * n:
+            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else f", padding={self.padding}"
+        if self.dilation != (1,) * n:
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over (N, C_in, L) (or unbatched (C_in, L)) inputs."""
+    _n = 1
+
+    def forward(self, x):
+        p = self.padding if isinstance(self.padding, str) else self.padding[0]
+        return F.conv1d(x, self.weight, self.bias, self.stride[0], p, self.dilation[0], self.groups)
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over (N, C_in, H, W) (or unbatched (C_in, H, W)) inputs."""
+    _n = 2
+
+    def forward(self, x):
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)

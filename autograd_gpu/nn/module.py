@@ -1,0 +1,424 @@
+"""Module: the base class of layers and models; registers parameters, buffers and submodules by
+attribute assignment and walks them for parameters(), state_dict(), to(), train()/eval().
+
+Registered parameters, buffers and submodules live in ``_parameters``/``_buffers``/``_modules``
+(which keep the order) and are mirrored in the instance ``__dict__``, so ``self.weight`` in a
+forward is a plain attribute lookup; ``__setattr__``/``__delattr__`` keep the two in step.
+"""
+import copy as _copy
+from collections import OrderedDict, namedtuple
+
+from ..tensor import Tensor
+from ..device import Device, device as _parse_device
+from .. import dtypes as _dtypes
+from .parameter import Parameter
+
+__all__ = ["Module"]
+
+_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+def _addindent(text, n):
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
+
+
+def _parse_to_args(args, kwargs):
+    """(device, dtype) from Module.to's arguments: a device, a dtype, a Tensor, or keywords."""
+    device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"Module.to: unexpected keyword argument(s) {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, Device) or (isinstance(a, str) and a.split(":")[0].strip().lower() in ("cpu", "cuda")):
+            device = a
+        elif isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        else:
+            dtype = a
+    if device is not None:
+        device = _parse_device(device)
+    if dtype is not None:
+        dtype = _dtypes._dtype(dtype)
+        if dtype.kind not in "fc":
+            raise TypeError(f"Module.to: only floating-point dtypes can be given, got {dtype}")
+    return device, dtype
+
+
+def _move(t, device, dtype):
+    """Move/cast tensor ``t`` in place (its .data and .device are replaced; the object is kept)."""
+    if t is None:
+        return
+    dt = dtype if dtype is not None and t.dtype.kind in "fc" else None
+    new = t.detach().to(device=device, dtype=dt)
+    if new.data is not t.data:
+        t.data, t.device = new.data, new.device
+        t._bump_version()          # graphs that saved the old value must not silently use the new one
+
+
+class Module:
+    """Base class of all layers and models: subclasses set attributes in __init__ and define forward."""
+
+    training = True
+
+    def __init__(self):
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = OrderedDict()
+        d["_buffers"] = OrderedDict()
+        d["_non_persistent_buffers"] = set()
+        d["_modules"] = OrderedDict()
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -- registration ---------------------------------------------------------------------------
+    def _registries(self, what):
+        d = self.__dict__
+        if "_parameters" not in d:
+            raise AttributeError(f"cannot assign {what} before Module.__init__() call; call super().__init__() "
+                                 f"first in {type(self).__name__}.__init__")
+        return d["_parameters"], d["_buffers"], d["_modules"]
+
+    def _check_name(self, name, what):
+        if not isinstance(name, str):
+            raise TypeError(f"{what} name should be a string, got {type(name).__name__}")
+        if name == "" or "." in name:
+            raise KeyError(f'{what} name can\'t be empty or contain ".", got {name!r}')
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        if isinstance(value, Parameter):
+            params, buffers, modules = self._registries("parameters")
+            buffers.pop(name, None)
+            modules.pop(name, None)
+            params[name] = value
+        elif isinstance(value, Module):
+            params, buffers, modules = self._registries("child modules")
+            params.pop(name, None)
+            buffers.pop(name, None)
+            modules[name] = value
+        elif name in d.get("_parameters", ()):
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as parameter '{name}' (nn.Parameter or "
+                                "None expected); wrap it: nn.Parameter(value)")
+            d["_parameters"][name] = None
+        elif name in d.get("_modules", ()):
+            if value is not None:
+                raise TypeError(f"cannot assign {type(value).__name__} as child module '{name}' (nn.Module or "
+                                "None expected)")
+            d["_modules"][name] = None
+        elif name in d.get("_buffers", ()):
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign {type(value).__name__} as buffer '{name}' (Tensor or None expected)")
+            d["_buffers"][name] = value
+        object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        # reached only when the name is not in __dict__ (e.g. a registry edited directly)
+        d = self.__dict__
+        for reg in ("_parameters", "_buffers", "_modules"):
+            r = d.get(reg)
+            if r is not None and name in r:
+                return r[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        d = self.__dict__
+        for reg in ("_parameters", "_buffers", "_modules"):
+            r = d.get(reg)
+            if r is not None and name in r:
+                del r[name]
+                d.pop(name, None)
+                d["_non_persistent_buffers"].discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        """Add a Parameter (or None, a placeholder skipped by parameters()) under ``name``."""
+        self._registries("parameters")
+        self._check_name(name, "parameter")
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign {type(param).__name__} as parameter '{name}' (nn.Parameter or None "
+                            "expected)")
+        if param is not None and param.grad_fn is not None:
+            raise ValueError(f"cannot assign a non-leaf tensor as parameter '{name}'; the parameter must be a "
+                             "leaf: use .detach() and wrap it in nn.Parameter")
+        self._parameters[name] = param
+        self.__dict__[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Add a Tensor that is state but not a parameter (e.g. running means): moved by to(), saved in
+        state_dict() unless ``persistent=False``."""
+        self._registries("buffers")
+        self._check_name(name, "buffer")
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign {type(tensor).__name__} as buffer '{name}' (Tensor or None expected)")
+        self._buffers[name] = tensor
+        self.__dict__[name] = tensor
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
+
+    def add_module(self, name, module):
+        """Add a child module (or None) under ``name``."""
+        self._registries("child modules")
+        self._check_name(name, "module")
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self._modules[name] = module
+        self.__dict__[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target):
+        """The submodule at dotted path ``target`` ("" is the module itself)."""
+        mod = self
+        for part in target.split(".") if target else ():
+            sub = mod._modules.get(part)
+            if sub is None:
+                raise AttributeError(f"{type(mod).__name__} has no submodule '{part}' (looking up '{target}')")
+            mod = sub
+        return mod
+
+    # -- iteration ----------------------------------------------------------------------------
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(dotted name, module) for this module and every descendant, each module once."""
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, registry, prefix, recurse, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for mprefix, m in mods:
+            for name, t in getattr(m, registry).items():
+                if t is None or (remove_duplicate and id(t) in seen):
+                    continue
+                seen.add(id(t))
+                yield mprefix + ("." if mprefix else "") + name, t
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, Parameter) pairs; a parameter shared by two modules appears once."""
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    # -- modes and gradients --------------------------------------------------------------------
+    def train(self, mode=True):
+        """Set training mode (Dropout active, BatchNorm on batch statistics) here and in every child."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"train: mode should be a bool, got {type(mode).__name__}")
+        for m in self.modules():
+            m.__dict__["training"] = mode
+        return self
+
+    def eval(self):
+        """Evaluation mode: the same as train(False)."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        """Reset every parameter's gradient: to None (default) or to zeros in place."""
+        for p in self.parameters():
+            g = p.grad
+            if g is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                if g.grad_fn is not None or g.requires_grad:
+                    g = p.grad = g.detach()
+                g.data.fill(0)
+                g._bump_version()
+
+    def apply(self, fn):
+        """Call ``fn(module)`` on every child (recursively) and then on this module; returns self."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # -- devices and dtypes ---------------------------------------------------------------------
+    def to(self, *args, **kwargs):
+        """Move/cast parameters, their gradients and buffers in place: ``m.to("cuda")``,
+        ``m.to(ag.float64)``; only floating-point tensors change dtype. Returns self."""
+        device, dtype = _parse_to_args(args, dict(kwargs))
+        seen = set()
+        for m in self.modules():
+            for t in list(m._parameters.values()) + list(m._buffers.values()):
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                _move(t, device, dtype)
+                if t.grad is not None:
+                    _move(t.grad, device, dtype)
+        return self
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def float(self):
+        return self.to(_dtypes.float32)
+
+    def double(self):
+        return self.to(_dtypes.float64)
+
+    def half(self):
+        return self.to(_dtypes.float16)
+
+    # -- state dict -----------------------------------------------------------------------------
+    def _state_items(self):
+        """(local name, tensor) for this module's parameters and persistent buffers."""
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield name, p
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers:
+                yield name, b
+
+    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+        """An OrderedDict of dotted name -> tensor for every parameter and persistent buffer (detached,
+        sharing memory with the module unless ``keep_vars``)."""
+        out = OrderedDict() if destination is None else destination
+        for mprefix, m in self.named_modules(prefix=prefix.rstrip(".") if prefix else "", remove_duplicate=False):
+            for name, t in m._state_items():
+                out[mprefix + ("." if mprefix else "") + name] = t if keep_vars else t.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy tensors from ``state_dict`` into this module's parameters and buffers, in place (cast to
+        each one's dtype and device). With ``strict`` a missing or unexpected key raises; a shape
+        mismatch always raises. Returns (missing_keys, unexpected_keys)."""
+        if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
+            raise TypeError(f"load_state_dict: expected a dict (e.g. from state_dict()), got "
+                            f"{type(state_dict).__name__}")
+        missing, errors, used = [], [], set()
+        for mprefix, m in self.named_modules(remove_duplicate=False):
+            for name, t in list(m._state_items()):
+                key = mprefix + ("." if mprefix else "") + name
+                if key not in state_dict:
+                    missing.append(key)
+                    continue
+                used.add(key)
+                err = _load_one(m, name, t, state_dict[key], key, assign)
+                if err:
+                    errors.append(err)
+        unexpected = [k for k in state_dict.keys() if k not in used]
+        if strict:
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected)
+                              + ".")
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # -- copying and printing -------------------------------------------------------------------
+    def __deepcopy__(self, memo):
+        """A deep copy with fresh parameters and buffers (Tensors do not pickle, so copy them first)."""
+        for m in self.modules():
+            for t in list(m._parameters.values()) + list(m._buffers.values()):
+                if t is not None and id(t) not in memo:
+                    memo[id(t)] = _copy.deepcopy(t, memo) if isinstance(t, Parameter) else t.detach()._copy()
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            new.__dict__[k] = _copy.deepcopy(v, memo)
+        return new
+
+    def extra_repr(self):
+        """The text inside this module's parentheses in repr(); layers override it."""
+        return ""
+
+    def __repr__(self):
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + _addindent(repr(m), 2) for name, m in self._modules.items()]
+        lines += child_lines
+        body = type(self).__name__ + "("
+        if lines:
+            if len(lines) == 1 and not child_lines:
+                body += extra
+            else:
+                body += "\n  " + "\n  ".join(lines) + "\n"
+        return body + ")"
+
+
+def _load_one(module, name, t, value, key, assign):
+    """Copy ``value`` into tensor ``t`` (registered as ``name`` on ``module``); an error text or None."""
+    if isinstance(value, Tensor):
+        src = value.detach()
+    else:
+        try:
+            src = Tensor(value)
+        except TypeError:
+            return f"expected a Tensor or an array for {key}, got {type(value).__name__}"
+    if tuple(src.shape) != tuple(t.shape):
+        return (f"size mismatch for {key}: copying a param with shape {tuple(src.shape)} from checkpoint, "
+                f"the shape in current model is {tuple(t.shape)}.")
+    if assign:
+        src = src.to(device=t.device) if src.device is not t.device else src
+        if isinstance(t, Parameter):
+            new = Parameter(src, requires_grad=t.requires_grad)
+        else:
+            new = src
+        setattr(module, name, new)
+        return None
+    src = src.to(device=t.device, dtype=t.dtype)
+    xp = t.device.backend.xp
+    if src.data is not t.data:
+        xp.copyto(t.data, src.data)
+    t._bump_version()
+    return None

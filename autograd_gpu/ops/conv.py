@@ -1,0 +1,352 @@
+"""Convolution and pooling primitives, im2col-based.
+
+A strided view of the padded input gathers every kernel window at once (``as_strided``, on NumPy
+and CuPy alike), one matrix product per group does the arithmetic, and the way back scatters over
+the kh*kw kernel offsets with one strided add each: Python never loops over pixels or batch elements.
+
+The geometry travels as one tuple, ``geom = (sh, sw, pt, pb, pl, pr, dh, dw, groups)``: strides,
+padding (top, bottom, left, right), dilations and groups. Every Function here is linear in each of
+its tensor arguments, so each backward is another Function of this file (conv -> input grad and
+weight grad -> conv again; window gather <-> window scatter) and derivatives of any order work.
+"""
+from ..autograd.function import Function
+from .reduction import Sum
+from .elementwise import MulScalar, mul
+
+__all__ = ["conv2d", "max_pool2d", "avg_pool2d", "out_size"]
+
+
+# --------------------------------------------------------------------------- array helpers
+def out_size(n, k, stride, dilation, lo, hi):
+    """Output length of a window of ``k`` taps (``dilation`` apart) sliding with ``stride`` over ``n``
+    values padded by ``lo`` and ``hi``."""
+    return (n + lo + hi - dilation * (k - 1) - 1) // stride + 1
+
+
+def _pad(xp, a, pt, pb, pl, pr, value=0.0):
+    """a (N, C, H, W) padded on its last two dims (a fresh array; ``a`` itself when no padding)."""
+    if not (pt or pb or pl or pr):
+        return a
+    n, c, h, w = a.shape
+    shape = (n, c, h + pt + pb, w + pl + pr)
+    out = xp.zeros(shape, dtype=a.dtype) if value == 0 else xp.full(shape, value, dtype=a.dtype)
+    out[:, :, pt:pt + h, pl:pl + w] = a
+    return out
+
+
+def _windows(xp, a, kh, kw, geom, oh, ow):
+    """The (N, C, kh, kw, OH, OW) view of padded ``a`` whose [.., i, j, y, x] is the kernel tap (i, j)
+    of output pixel (y, x): no copy."""
+    sh, sw, _, _, _, _, dh, dw, _ = geom
+    sn, sc, sy, sx = a.strides
+    n, c = a.shape[:2]
+    return xp.lib.stride_tricks.as_strided(a, (n, c, kh, kw, oh, ow), (sn, sc, sy * dh, sx * dw, sy * sh, sx * sw))
+
+
+def _tap(i, j, geom, oh, ow):
+    """The slices of the padded input that kernel tap (i, j) sees over all output pixels."""
+    sh, sw, _, _, _, _, dh, dw, _ = geom
+    return (slice(i * dh, i * dh + sh * (oh - 1) + 1, sh), slice(j * dw, j * dw + sw * (ow - 1) + 1, sw))
+
+
+def _grid(x_shape, kh, kw, geom):
+    """(oh, ow, gh, gw): the output size, and the grid of positions the column matrix spans. At stride 1
+    the grid is the whole padded input: the positions past the output's edge are computed and dropped,
+    and in exchange every kernel tap is one shifted contiguous slice (copies and adds at memory speed).
+    Other strides gather the exact windows (gh, gw = oh, ow)."""
+    _, _, h, w = x_shape
+    sh, sw, pt, pb, pl, pr, dh, dw, _ = geom
+    oh, ow = out_size(h, kh, sh, dh, pt, pb), out_size(w, kw, sw, dw, pl, pr)
+    if sh == sw == 1:
+        return oh, ow, h + pt + pb, w + pl + pr
+    return oh, ow, oh, ow
+
+
+def _shifts(kh, kw, geom, gw):
+    """(i, j, flat offset) of each kernel tap on the stride-1 grid."""
+    _, _, _, _, _, _, dh, dw, _ = geom
+    return [(i, j, i * dh * gw + j * dw) for i in range(kh) for j in range(kw)]
+
+
+def _im2col(xp, x, kh, kw, geom):
+    """x (N, C, H, W) -> columns (G, C/G*kh*kw, N*gh*gw): row (c, i, j) holds kernel tap (i, j) of
+    channel c at every grid position (see _grid)."""
+    n, c, h, w = x.shape
+    sh, sw, pt, pb, pl, pr, _, _, g = geom
+    oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
+    if sh == sw == 1:
+        m = n * gh * gw
+        taps = _shifts(kh, kw, geom, gw)
+        buf = xp.zeros(c * m + taps[-1][2], dtype=x.dtype)      # channel-major padded copy, plus slack
+        buf[:c * m].reshape(c, n, gh, gw)[:, :, pt:pt + h, pl:pl + w] = x.transpose(1, 0, 2, 3)
+        cols = xp.empty((c, kh, kw, m), dtype=x.dtype)
+        for i, j, off in taps:
+            cols[:, i, j] = buf[off:off + c * m].reshape(c, m)
+        return cols.reshape(g, c // g * kh * kw, m)
+    v = _windows(xp, _pad(xp, x, pt, pb, pl, pr), kh, kw, geom, oh, ow).transpose(1, 2, 3, 0, 4, 5)
+    return xp.ascontiguousarray(v).reshape(g, c // g * kh * kw, n * oh * ow)   # (C, kh, kw, N, OH, OW)
+
+
+def _col2im(xp, dcols, x_shape, kh, kw, geom):
+    """The adjoint of _im2col: columns (G, C/G*kh*kw, N*gh*gw) summed back into (N, C, H, W), one
+    add per kernel tap."""
+    n, c, h, w = x_shape
+    sh, sw, pt, pb, pl, pr, _, _, _ = geom
+    oh, ow, gh, gw = _grid(x_shape, kh, kw, geom)
+    dcols = dcols.reshape(c, kh, kw, -1)
+    if sh == sw == 1:
+        m = n * gh * gw
+        taps = _shifts(kh, kw, geom, gw)
+        acc = xp.zeros(c * m + taps[-1][2], dtype=dcols.dtype)
+        for i, j, off in taps:
+            part = acc[off:off + c * m].reshape(c, m)
+            part += dcols[:, i, j]
+        acc = acc[:c * m].reshape(c, n, gh, gw)
+    else:
+        dcols = dcols.reshape(c, kh, kw, n, oh, ow)
+        acc = xp.zeros((c, n, h + pt + pb, w + pl + pr), dtype=dcols.dtype)   # channels first, like dcols
+        for i in range(kh):
+            for j in range(kw):
+                acc[(slice(None), slice(None)) + _tap(i, j, geom, oh, ow)] += dcols[:, i, j]
+    return xp.ascontiguousarray(acc[:, :, pt:pt + h, pl:pl + w].transpose(1, 0, 2, 3))
+
+
+def _grad_rows(xp, gy, g, gh, gw):
+    """gy (N, O, OH, OW) as rows (G, O/G, N*gh*gw) on the column grid (zero past the output's edge)."""
+    n, o, oh, ow = gy.shape
+    if (gh, gw) == (oh, ow):
+        return gy.transpose(1, 0, 2, 3).reshape(g, o // g, n * oh * ow)
+    rows = xp.zeros((o, n, gh, gw), dtype=gy.dtype)
+    rows[:, :, :oh, :ow] = gy.transpose(1, 0, 2, 3)
+    return rows.reshape(g, o // g, n * gh * gw)
+
+
+def _conv(xp, x, w, b, geom):
+    """(conv(x, w) + b, the columns of x)."""
+    o, _, kh, kw = w.shape
+    n = x.shape[0]
+    oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
+    cols = _im2col(xp, x, kh, kw, geom)
+    y = xp.matmul(w.reshape(geom[8], o // geom[8], -1), cols).reshape(o, n, gh, gw)[:, :, :oh, :ow]
+    out = xp.empty((n, o, oh, ow), dtype=y.dtype)
+    if b is None:
+        out[...] = y.transpose(1, 0, 2, 3)
+    else:                                   # the bias rides along with the layout copy
+        xp.add(y.transpose(1, 0, 2, 3), b.reshape(1, o, 1, 1), out=out)
+    return out, cols
+
+
+def _conv_weight_grad(xp, x, gy, w_shape, geom, cols=None):
+    """d(sum gy * conv(x, w)) / dw: one matrix product of the output gradient with the columns."""
+    _, _, kh, kw = w_shape
+    _, _, gh, gw = _grid(x.shape, kh, kw, geom)
+    if cols is None:
+        cols = _im2col(xp, x, kh, kw, geom)
+    return xp.matmul(_grad_rows(xp, gy, geom[8], gh, gw), cols.transpose(0, 2, 1)).reshape(w_shape)
+
+
+def _conv_input_grad(xp, gy, w, x_shape, geom):
+    """d(sum gy * conv(x, w)) / dx: columns w.T @ gy, then col2im."""
+    o, cg, kh, kw = w.shape
+    g = geom[8]
+    _, _, gh, gw = _grid(x_shape, kh, kw, geom)
+    dcols = xp.matmul(w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1), _grad_rows(xp, gy, g, gh, gw))
+    return _col2im(xp, dcols, x_shape, kh, kw, geom)
+
+
+# --------------------------------------------------------------------------- convolution
+class Conv2d(Function):
+    """conv(x, w) + b, PyTorch's cross-correlation; x (N, C, H, W), w (O, C/groups, kh, kw), b (O,) or None."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, geom):
+        y, cols = _conv(ctx.xp, x.data, w.data, None if b is None else b.data, geom)
+        ctx.geom = geom
+        # the columns are im2col(x): kept (freed with the graph) so the weight gradient need not redo them
+        ctx.save_for_backward(x, w, ctx.wrap(cols) if ctx.needs_input_grad[1] else None)
+        return ctx.wrap(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w, cols = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        gx = Conv2dInputGrad.apply(grad, w, x.shape, ctx.geom) if need_x else None
+        gw = Conv2dWeightGrad.apply(x, grad, w.shape, ctx.geom, cols.data) if need_w else None
+        gb = Sum.apply(grad, (0, 2, 3), False) if need_b else None
+        return gx, gw, gb, None
+
+
+class Conv2dInputGrad(Function):
+    """The adjoint of conv in x (a transposed convolution): grad (N, O, OH, OW), w -> (N, C, H, W)."""
+
+    @staticmethod
+    def forward(ctx, grad, w, x_shape, geom):
+        ctx.geom = geom
+        ctx.save_for_backward(grad, w)
+        return ctx.wrap(_conv_input_grad(ctx.xp, grad.data, w.data, x_shape, geom))
+
+    @staticmethod
+    def backward(ctx, gg):
+        grad, w = ctx.saved_tensors
+        need_g, need_w = ctx.needs_input_grad[:2]
+        d_grad = Conv2d.apply(gg, w, None, ctx.geom) if need_g else None
+        d_w = Conv2dWeightGrad.apply(gg, grad, w.shape, ctx.geom, None) if need_w else None
+        return d_grad, d_w, None, None
+
+
+class Conv2dWeightGrad(Function):
+    """The gradient of conv in w: x (N, C, H, W), grad (N, O, OH, OW) -> (O, C/groups, kh, kw)."""
+
+    @staticmethod
+    def forward(ctx, x, grad, w_shape, geom, cols):
+        ctx.geom = geom
+        ctx.save_for_backward(x, grad)
+        return ctx.wrap(_conv_weight_grad(ctx.xp, x.data, grad.data, w_shape, geom, cols))
+
+    @staticmethod
+    def backward(ctx, ggw):
+        x, grad = ctx.saved_tensors
+        need_x, need_g = ctx.needs_input_grad[:2]
+        d_x = Conv2dInputGrad.apply(grad, ggw, x.shape, ctx.geom) if need_x else None
+        d_grad = Conv2d.apply(x, ggw, None, ctx.geom) if need_g else None
+        return d_x, d_grad, None, None, None
+
+
+def conv2d(x, w, b, geom):
+    """The convolution primitive on checked arguments (see nn.functional.conv2d for the public one)."""
+    return Conv2d.apply(x, w, b, geom)
+
+
+# --------------------------------------------------------------------------- pooling
+def _stacked_windows(xp, a, kh, kw, geom, oh, ow):
+    """(kh*kw, N, C, OH, OW) contiguous copy of the windows of padded ``a``: slab k is kernel tap k."""
+    v = _windows(xp, a, kh, kw, geom, oh, ow).transpose(2, 3, 0, 1, 4, 5)
+    return xp.ascontiguousarray(v).reshape((kh * kw,) + a.shape[:2] + (oh, ow))
+
+
+def _scatter_taps(xp, parts, x_shape, kh, kw, geom, oh, ow):
+    """Sum of ``parts(k)`` (N, C, OH, OW) placed at kernel tap k of an (N, C, H, W) zero tensor: the
+    adjoint of reading the windows; overlapping windows accumulate."""
+    n, c, h, w = x_shape
+    _, _, pt, pb, pl, pr, _, _, _ = geom
+    acc = None
+    for k in range(kh * kw):
+        p = parts(k)
+        if acc is None:
+            acc = xp.zeros((n, c, h + pt + pb, w + pl + pr), dtype=p.dtype)
+        acc[(slice(None), slice(None)) + _tap(k // kw, k % kw, geom, oh, ow)] += p
+    return xp.ascontiguousarray(acc[:, :, pt:pt + h, pl:pl + w]) if pt or pb or pl or pr else acc
+
+
+def _max_slabs(xp, a, kh, kw, geom, oh, ow):
+    _, _, pt, pb, pl, pr, _, _, _ = geom
+    return _stacked_windows(xp, _pad(xp, a, pt, pb, pl, pr, -float("inf")), kh, kw, geom, oh, ow)
+
+
+def _first_max(slabs, y):
+    """Per window, the tap index of the first maximum: the count of leading taps that miss it."""
+    k = slabs.shape[0]
+    miss = slabs[0] != y
+    idx = miss.astype("int16" if k > 127 else "int8")
+    for i in range(1, k - 1):
+        miss &= slabs[i] != y
+        idx += miss
+    return idx
+
+
+class MaxPool2d(Function):
+    """Max over each window (padding is -inf); the gradient goes to the first maximum of each window."""
+
+    @staticmethod
+    def forward(ctx, x, kh, kw, geom, oh, ow):
+        slabs = _max_slabs(ctx.xp, x.data, kh, kw, geom, oh, ow)
+        y = slabs.max(axis=0)
+        ctx.idx = _first_max(slabs, y) if ctx.needs_input_grad[0] else None
+        ctx.x_shape, ctx.kernel, ctx.geom = x.data.shape, (kh, kw), geom
+        return ctx.wrap(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return MaxPoolScatter.apply(grad, ctx.idx, ctx.x_shape, ctx.kernel, ctx.geom), None, None, None, None, None
+
+
+def max_pool_indices(xp, a, kh, kw, geom, oh, ow):
+    """PyTorch's return_indices: the flat index (into H*W of the input) of each window's first maximum."""
+    slabs = _max_slabs(xp, a, kh, kw, geom, oh, ow)
+    k = _first_max(slabs, slabs.max(axis=0)).astype("int64")
+    sh, sw, pt, _, pl, _, dh, dw, _ = geom
+    rows = xp.arange(oh).reshape(-1, 1) * sh - pt + (k // kw) * dh
+    cols = xp.arange(ow).reshape(1, -1) * sw - pl + (k % kw) * dw
+    return rows * a.shape[3] + cols
+
+
+class MaxPoolScatter(Function):
+    """grad (N, C, OH, OW) routed to the argmax of each window (index ``idx`` per window) of an
+    x-shaped zero tensor; linear in grad."""
+
+    @staticmethod
+    def forward(ctx, grad, idx, x_shape, kernel, geom):
+        ctx.idx, ctx.kernel, ctx.geom = idx, kernel, geom
+        g = grad.data
+        return ctx.wrap(_scatter_taps(ctx.xp, lambda k: g * (idx == k), x_shape, *kernel, geom, *idx.shape[2:]))
+
+    @staticmethod
+    def backward(ctx, gg):
+        return MaxPoolGather.apply(gg, ctx.idx, ctx.kernel, ctx.geom), None, None, None, None
+
+
+class MaxPoolGather(Function):
+    """x read at the argmax of each window: the adjoint of MaxPoolScatter."""
+
+    @staticmethod
+    def forward(ctx, x, idx, kernel, geom):
+        xp = ctx.xp
+        kh, kw = kernel
+        _, _, pt, pb, pl, pr, _, _, _ = geom
+        ctx.idx, ctx.kernel, ctx.geom, ctx.x_shape = idx, kernel, geom, x.data.shape
+        slabs = _stacked_windows(xp, _pad(xp, x.data, pt, pb, pl, pr), kh, kw, geom, *idx.shape[2:])
+        return ctx.wrap(xp.take_along_axis(slabs, idx[None].astype("int64"), axis=0)[0])
+
+    @staticmethod
+    def backward(ctx, gg):
+        return MaxPoolScatter.apply(gg, ctx.idx, ctx.x_shape, ctx.kernel, ctx.geom), None, None, None
+
+
+class WindowSum(Function):
+    """Sum over each window (zero padding): x (N, C, H, W) -> (N, C, OH, OW)."""
+
+    @staticmethod
+    def forward(ctx, x, kh, kw, geom, oh, ow):
+        xp = ctx.xp
+        _, _, pt, pb, pl, pr, _, _, _ = geom
+        ctx.x_shape, ctx.kernel, ctx.geom = x.data.shape, (kh, kw), geom
+        return ctx.wrap(_stacked_windows(xp, _pad(xp, x.data, pt, pb, pl, pr), kh, kw, geom, oh, ow).sum(axis=0))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return WindowScatter.apply(grad, ctx.x_shape, ctx.kernel, ctx.geom), None, None, None, None, None
+
+
+class WindowScatter(Function):
+    """grad (N, C, OH, OW) added to every position of its window: the adjoint of WindowSum."""
+
+    @staticmethod
+    def forward(ctx, grad, x_shape, kernel, geom):
+        g = grad.data
+        ctx.kernel, ctx.geom, ctx.out_hw = kernel, geom, g.shape[2:]
+        return ctx.wrap(_scatter_taps(ctx.xp, lambda k: g, x_shape, *kernel, geom, *ctx.out_hw))
+
+    @staticmethod
+    def backward(ctx, gg):
+        return WindowSum.apply(gg, *ctx.kernel, ctx.geom, *ctx.out_hw), None, None, None
+
+
+def max_pool2d(x, kh, kw, geom, oh, ow):
+    """The max-pooling primitive on checked arguments."""
+    return MaxPool2d.apply(x, kh, kw, geom, oh, ow)
+
+
+def avg_pool2d(x, kh, kw, geom, oh, ow, scale):
+    """Window sums times ``scale`` (a number, or an (OH, OW) tensor of 1/divisor per window)."""
+    s = WindowSum.apply(x, kh, kw, geom, oh, ow)
+    return MulScalar.apply(s, scale) if isinstance(scale, float) else mul(s, scale)

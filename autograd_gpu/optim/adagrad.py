@@ -1,0 +1,60 @@
+"""Adagrad with learning-rate decay and weight decay (PyTorch's update rule)."""
+from .optimizer import Optimizer, check_range
+from ..tensor import Tensor
+
+__all__ = ["Adagrad"]
+
+
+class Adagrad(Optimizer):
+    """clr = lr / (1 + (t - 1) lr_decay);  s += g^2;  p -= clr g / (sqrt(s) + eps)."""
+
+    def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
+                 maximize=False):
+        check_range(lr, "learning rate")
+        check_range(lr_decay, "lr_decay value")
+        check_range(weight_decay, "weight_decay value")
+        check_range(initial_accumulator_value, "initial_accumulator_value")
+        check_range(eps, "epsilon value")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
+                                      initial_accumulator_value=initial_accumulator_value, maximize=maximize))
+
+    def _init_state(self, p, group):
+        xp = p.device.backend.xp
+        state = self.state[p]
+        state["step"] = 0
+        state["sum"] = Tensor._make(xp.full(p.data.shape, group["initial_accumulator_value"], dtype=p.data.dtype),
+                                    p.device)
+        return state
+
+    def add_param_group(self, param_group):
+        """As in PyTorch, Adagrad's state (step 0, sum = initial_accumulator_value) exists from the start."""
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        for p in group["params"]:
+            if not self.state.get(p):
+                self._init_state(p, group)
+
+    def _update_group(self, group):
+        lr, lr_decay, wd, eps, maximize = (group["lr"], group["lr_decay"], group["weight_decay"], group["eps"],
+                                           group["maximize"])
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            xp = p.device.backend.xp
+            a, g = p.data, p.grad.data
+            if maximize:
+                g = -g
+            state = self.state[p] or self._init_state(p, group)
+            state["step"] = t = state["step"] + 1
+            if wd != 0:
+                g = g + wd * a
+            clr = lr / (1 + (t - 1) * lr_decay)
+            s = state["sum"].data
+            tmp = xp.multiply(g, g)
+            s += tmp
+            xp.sqrt(s, out=tmp)
+            tmp += eps
+            xp.divide(g, tmp, out=tmp)
+            tmp *= clr
+            a -= tmp
+            p._bump_version()

@@ -1,0 +1,76 @@
+"""Adam and AdamW (decoupled weight decay), with optional AMSGrad (PyTorch's update rule)."""
+import math
+
+from .optimizer import Optimizer, check_range
+from ..tensor import Tensor
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2  (v_max = max(v_max, v) with amsgrad);
+    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). Weight decay adds wd * p to g, or
+    with ``decoupled_weight_decay`` (AdamW) first scales p by 1 - lr * wd."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False,
+                 maximize=False, decoupled_weight_decay=False):
+        check_range(lr, "learning rate")
+        check_range(eps, "epsilon value")
+        check_range(betas[0], "beta parameter at index 0", 0.0, 1.0)
+        check_range(betas[1], "beta parameter at index 1", 0.0, 1.0)
+        check_range(weight_decay, "weight_decay value")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize,
+                                      decoupled_weight_decay=decoupled_weight_decay))
+
+    def _update_group(self, group):
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        wd, amsgrad, maximize, decoupled = (group["weight_decay"], group["amsgrad"], group["maximize"],
+                                            group["decoupled_weight_decay"])
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            xp = p.device.backend.xp
+            a, g = p.data, p.grad.data
+            if maximize:
+                g = -g
+            state = self.state[p]
+            if not state:
+                state["step"] = 0
+                state["exp_avg"] = Tensor._make(xp.zeros_like(a), p.device)
+                state["exp_avg_sq"] = Tensor._make(xp.zeros_like(a), p.device)
+                if amsgrad:
+                    state["max_exp_avg_sq"] = Tensor._make(xp.zeros_like(a), p.device)
+            state["step"] = t = state["step"] + 1
+            if wd != 0:
+                if decoupled:
+                    a *= 1 - lr * wd
+                else:
+                    g = g + wd * a
+            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+            m *= beta1
+            m += (1 - beta1) * g
+            v *= beta2
+            tmp = xp.multiply(g, g)
+            tmp *= 1 - beta2
+            v += tmp
+            if amsgrad:
+                vmax = state["max_exp_avg_sq"].data
+                xp.maximum(vmax, v, out=vmax)
+                v = vmax
+            step_size = lr / (1 - beta1 ** t)
+            xp.sqrt(v, out=tmp)
+            tmp /= math.sqrt(1 - beta2 ** t)
+            tmp += eps
+            xp.divide(m, tmp, out=tmp)
+            tmp *= step_size
+            a -= tmp
+            p._bump_version()
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (p *= 1 - lr * wd before the Adam step); weight_decay 1e-2."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
+                 maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, decoupled_weight_decay=True)

@@ -1,0 +1,188 @@
+"""Optimizer: parameter groups, per-parameter state, zero_grad, state_dict/load_state_dict.
+
+Subclasses update parameters on their raw arrays in place (``p.data``, ``p.grad.data`` and state
+buffers, with the parameter's array namespace): nothing is recorded in the graph, and each
+parameter's version counter is bumped once per step so that stale saved values are detected.
+"""
+from collections import defaultdict
+
+from ..autograd.grad_mode import enable_grad
+from ..tensor import Tensor
+
+__all__ = ["Optimizer", "required"]
+
+
+class _Required:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+def _copy_state_value(value, param):
+    """A state entry from a state dict, copied onto ``param``'s device (floats cast to its dtype)."""
+    if isinstance(value, Tensor):
+        value = value.detach()
+    elif hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__"):
+        value = Tensor(value)
+    else:
+        return value
+    dtype = param.dtype if value.dtype.kind == "f" else None
+    out = value.to(device=param.device, dtype=dtype)
+    return out._copy() if out.data is value.data or out is value else out
+
+
+class Optimizer:
+    """Base class: holds ``param_groups`` (dicts of "params" plus options) and ``state`` (per parameter)."""
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}; pass [tensor] or model.parameters()")
+        if isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
+                            "of tensors in sets will change between runs; use a list instead")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, param_group):
+        """Add a group of parameters with its own options (missing options take the defaults)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"add_param_group: expected a dict, got {type(param_group).__name__}")
+        params = param_group.get("params")
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
+                            "of tensors in sets will change between runs; use a list instead")
+        elif params is None:
+            raise ValueError("add_param_group: the group has no 'params' entry")
+        params = list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor (one made by an op); optimize the leaves it "
+                                 "was computed from, or .detach().requires_grad_() it")
+        group = {"params": params}
+        for k, v in param_group.items():
+            if k != "params":
+                group[k] = v
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            group.setdefault(name, default)
+        ids = {id(p) for p in params}
+        if len(ids) != len(params):
+            raise ValueError("add_param_group: a parameter appears twice in the group")
+        for g in self.param_groups:
+            if any(id(p) in ids for p in g["params"]):
+                raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of all optimized parameters: to None (default) or to zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if g.grad_fn is not None or g.requires_grad:
+                        g = p.grad = g.detach()
+                    g.data.fill(0)
+                    g._bump_version()
+
+    def step(self, closure=None):
+        """One update of every parameter that has a gradient; ``closure`` re-evaluates and returns the loss."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            self._update_group(group)
+        return loss
+
+    def _update_group(self, group):
+        raise NotImplementedError(f"{type(self).__name__} does not define _update_group(group)")
+
+    # -- saving and loading ---------------------------------------------------------------------
+    def state_dict(self):
+        """{"state": {index: {name: value}}, "param_groups": [{options..., "params": [index, ...]}]}, with
+        parameters numbered in group order as in PyTorch; state tensors are copies (a snapshot)."""
+        index, groups = {}, []
+        for g in self.param_groups:
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+            packed = {k: v for k, v in g.items() if k != "params"}
+            packed["params"] = [index[id(p)] for p in g["params"]]
+            groups.append(packed)
+        state = {}
+        for g in self.param_groups:
+            for p in g["params"]:
+                s = self.state.get(p)
+                if s:
+                    state[index[id(p)]] = {k: v.detach()._copy() if isinstance(v, Tensor) else v
+                                           for k, v in s.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restore options and state saved by state_dict(); the groups must match in number and size."""
+        if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
+            raise TypeError("load_state_dict: expected a dict with 'state' and 'param_groups' (from "
+                            "optimizer.state_dict())")
+        saved = state_dict["param_groups"]
+        if len(saved) != len(self.param_groups):
+            raise ValueError(f"loaded state dict has {len(saved)} parameter groups, but the optimizer has "
+                             f"{len(self.param_groups)}")
+        for i, (s, g) in enumerate(zip(saved, self.param_groups)):
+            if len(s["params"]) != len(g["params"]):
+                raise ValueError(f"loaded state dict contains a parameter group ({i}) of {len(s['params'])} "
+                                 f"parameters, but the optimizer's group has {len(g['params'])}")
+        id_map = {}
+        for s, g in zip(saved, self.param_groups):
+            for k, p in zip(s["params"], g["params"]):
+                id_map[int(k)] = p
+        self.state = defaultdict(dict)
+        for k, st in state_dict["state"].items():
+            p = id_map.get(int(k))
+            if p is None:
+                continue
+            self.state[p] = {name: (int(v.item() if isinstance(v, Tensor) else v) if name == "step"
+                                    else _copy_state_value(v, p)) for name, v in st.items()}
+        new_groups = []
+        for s, g in zip(saved, self.param_groups):
+            new = {k: (tuple(v) if isinstance(v, list) and k != "params" else v) for k, v in s.items()}
+            new["params"] = g["params"]
+            new_groups.append(new)
+        self.param_groups = new_groups
+
+    def __repr__(self):
+        lines = [type(self).__name__ + " ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def check_range(value, name, low=0.0, high=None, strict_high=True):
+    """Raise ValueError unless low <= value (< high)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"Invalid {name}: expected a number, got {type(value).__name__}")
+    if value < low or (high is not None and (value >= high if strict_high else value > high)):
+        rng = f"[{low}, {high})" if high is not None else f">= {low}"
+        raise ValueError(f"Invalid {name}: {value} (expected {rng})")

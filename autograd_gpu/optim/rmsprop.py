@@ -1,0 +1,67 @@
+"""RMSprop, optionally centered and with momentum (PyTorch's update rule)."""
+from .optimizer import Optimizer, check_range
+from ..tensor import Tensor
+
+__all__ = ["RMSprop"]
+
+
+class RMSprop(Optimizer):
+    """s = alpha s + (1 - alpha) g^2;  avg = sqrt(s - gbar^2) (centered, gbar = running mean of g) or
+    sqrt(s), plus eps;  b = momentum b + g / avg, p -= lr b (momentum > 0), else p -= lr g / avg."""
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False,
+                 maximize=False):
+        check_range(lr, "learning rate")
+        check_range(eps, "epsilon value")
+        check_range(momentum, "momentum value")
+        check_range(weight_decay, "weight_decay value")
+        check_range(alpha, "alpha value")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                                      centered=centered, maximize=maximize))
+
+    def _update_group(self, group):
+        lr, alpha, eps, wd = group["lr"], group["alpha"], group["eps"], group["weight_decay"]
+        momentum, centered, maximize = group["momentum"], group["centered"], group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            xp = p.device.backend.xp
+            a, g = p.data, p.grad.data
+            if maximize:
+                g = -g
+            state = self.state[p]
+            if not state:
+                state["step"] = 0
+                state["square_avg"] = Tensor._make(xp.zeros_like(a), p.device)
+                if momentum > 0:
+                    state["momentum_buffer"] = Tensor._make(xp.zeros_like(a), p.device)
+                if centered:
+                    state["grad_avg"] = Tensor._make(xp.zeros_like(a), p.device)
+            state["step"] += 1
+            if wd != 0:
+                g = g + wd * a
+            s = state["square_avg"].data
+            s *= alpha
+            avg = xp.multiply(g, g)
+            avg *= 1 - alpha
+            s += avg
+            if centered:
+                gbar = state["grad_avg"].data
+                gbar *= alpha
+                gbar += (1 - alpha) * g
+                xp.multiply(gbar, gbar, out=avg)
+                xp.subtract(s, avg, out=avg)
+                xp.sqrt(avg, out=avg)
+            else:
+                xp.sqrt(s, out=avg)
+            avg += eps
+            if momentum > 0:
+                buf = state["momentum_buffer"].data
+                buf *= momentum
+                buf += g / avg
+                a -= lr * buf
+            else:
+                xp.divide(g, avg, out=avg)
+                avg *= lr
+                a -= avg
+            p._bump_version()

@@ -1,0 +1,45 @@
+"""SGD with momentum, dampening, Nesterov momentum and weight decay (PyTorch's update rule)."""
+from .optimizer import Optimizer, check_range
+from ..tensor import Tensor
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """d = g + wd * p;  b = d (first step) or momentum * b + (1 - dampening) * d;
+    d = d + momentum * b (nesterov) or b;  p -= lr * d."""
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                 maximize=False):
+        check_range(lr, "learning rate")
+        check_range(momentum, "momentum value")
+        check_range(weight_decay, "weight_decay value")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov, maximize=maximize))
+
+    def _update_group(self, group):
+        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        wd, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            a, g = p.data, p.grad.data
+            if maximize:
+                g = -g
+            if wd != 0:
+                g = g + wd * a
+            if momentum != 0:
+                state = self.state[p]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = state["momentum_buffer"] = Tensor._make(g.copy(), p.device)
+                    b = buf.data
+                else:
+                    b = buf.data
+                    b *= momentum
+                    b += g if dampening == 0 else (1 - dampening) * g
+                g = g + momentum * b if nesterov else b
+            a -= lr * g
+            p._bump_version()

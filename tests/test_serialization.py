@@ -1,0 +1,322 @@
+"""ag.save / ag.load: round trips, map_location, and clear errors for damaged or foreign files
+(which are never unpickled) and for objects that cannot be saved."""
+import io
+import json
+import math
+import os
+import zipfile
+
+import numpy as np
+import pytest
+
+import autograd_gpu as ag
+from autograd_gpu.serialization import load, save
+
+
+def _roundtrip(obj, tmp_path, **kwargs):
+    path = tmp_path / "obj.agt"
+    save(obj, path)
+    return load(path, **kwargs)
+
+
+def _same(a, b):
+    assert isinstance(b, ag.Tensor)
+    assert a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
+    assert a.requires_grad == b.requires_grad
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def _write_npz(path, manifest=None, **arrays):
+    """An .npz with the given arrays and, unless None, this manifest (a dict, or raw bytes)."""
+    if manifest is not None:
+        raw = manifest if isinstance(manifest, bytes) else json.dumps(manifest).encode()
+        arrays["__manifest__"] = np.frombuffer(raw, dtype=np.uint8)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+    return path
+
+
+def _manifest(root):
+    return {"format": "autograd_gpu", "version": 1, "root": root}
+
+
+def _tensor_node(key="t0", dtype="float32", shape=(2,), device="cpu"):
+    return {"type": "tensor", "key": key, "dtype": dtype, "shape": list(shape), "device": device,
+            "requires_grad": False}
+
+
+# --------------------------------------------------------------------------- round trips
+@pytest.mark.parametrize("dtype", [ag.float16, ag.float32, ag.float64, ag.int64, ag.int32, ag.uint8, ag.bool_],
+                         ids=str)
+def test_tensor_roundtrip_keeps_dtype_shape_and_values(dtype, device, tmp_path):
+    t = ag.tensor(np.arange(-3, 9).reshape(3, 4) % 5, dtype=dtype, device=device)
+    _same(t, _roundtrip(t, tmp_path))
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (3, 0, 2)], ids=["0d", "size0", "size0_3d"])
+def test_zero_dim_and_empty_tensors_roundtrip(shape, device, tmp_path):
+    t = ag.full(shape, 2.5, device=device) if shape == () else ag.zeros(*shape, device=device)
+    _same(t, _roundtrip(t, tmp_path))
+
+
+def test_requires_grad_is_kept_and_non_contiguous_tensors_are_saved(tmp_path):
+    w = ag.randn(3, 4, requires_grad=True)
+    x = ag.arange(12).reshape(3, 4).T
+    loaded = _roundtrip({"w": w, "x": x, "y": w * 2}, tmp_path)
+    assert loaded["w"].requires_grad and loaded["w"].is_leaf
+    assert loaded["y"].requires_grad and loaded["y"].is_leaf   # saved as a leaf: graphs are not saved
+    _same(x, loaded["x"])
+
+
+def test_state_dict_roundtrip_keeps_key_order(tmp_path):
+    state = {"layer2.weight": ag.randn(4, 3), "layer1.weight": ag.randn(3, 2), "layer1.bias": ag.zeros(3)}
+    loaded = _roundtrip(state, tmp_path)
+    assert list(loaded) == list(state)
+    for k in state:
+        _same(state[k], loaded[k])
+
+
+def test_optimizer_like_state_roundtrip(tmp_path):
+    state = {
+        "state": {0: {"step": 12, "exp_avg": ag.randn(3), "exp_avg_sq": ag.rand(3), "flag": None},
+                  1: {"step": 12, "momentum_buffer": ag.randn(2, 2, dtype=ag.float64)}},
+        "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "amsgrad": False,
+                          "maximize": True, "weight_decay": 0, "params": [0, 1], "name": "body",
+                          "max_lr": math.inf, "min_lr": -math.inf, "big": 2 ** 70}],
+    }
+    loaded = _roundtrip(state, tmp_path)
+    group = loaded["param_groups"][0]
+    assert group["betas"] == (0.9, 0.999) and isinstance(group["betas"], tuple)
+    assert group["params"] == [0, 1] and isinstance(group["params"], list)
+    assert group["lr"] == 1e-3 and group["eps"] == 1e-8 and group["big"] == 2 ** 70
+    assert group["amsgrad"] is False and group["maximize"] is True and group["weight_decay"] == 0
+    assert isinstance(group["weight_decay"], int) and group["name"] == "body"
+    assert group["max_lr"] == math.inf and group["min_lr"] == -math.inf
+    assert set(loaded["state"]) == {0, 1} and loaded["state"][0]["flag"] is None
+    _same(state["state"][1]["momentum_buffer"], loaded["state"][1]["momentum_buffer"])
+
+
+def test_nan_and_special_floats_roundtrip_exactly(tmp_path):
+    values = [math.nan, 0.1, -0.0, 5e-324, 1.7976931348623157e308]
+    loaded = _roundtrip(values, tmp_path)
+    assert math.isnan(loaded[0]) and loaded[1:] == values[1:] and math.copysign(1, loaded[2]) == -1
+
+
+def test_str_and_int_keys_stay_distinct(tmp_path):
+    assert _roundtrip({1: "int", "1": "str"}, tmp_path) == {1: "int", "1": "str"}
+
+
+def test_a_tensor_saved_twice_loads_as_one_tensor(tmp_path):
+    w = ag.randn(2, 2)
+    loaded = _roundtrip({"encoder": w, "decoder": w, "copy": w.clone()}, tmp_path)
+    assert loaded["encoder"] is loaded["decoder"] and loaded["copy"] is not loaded["encoder"]
+
+
+def test_a_bare_tensor_and_plain_values_roundtrip(tmp_path):
+    _same(ag.ones(2), _roundtrip(ag.ones(2), tmp_path))
+    assert _roundtrip(None, tmp_path) is None
+    assert _roundtrip((1, "a", [True, 2.5]), tmp_path) == (1, "a", [True, 2.5])
+    assert _roundtrip(np.float32(1.5), tmp_path) == 1.5             # NumPy scalars become Python numbers
+
+
+def test_save_uses_the_exact_path_and_file_objects_work(tmp_path):
+    path = tmp_path / "model.pt"
+    save({"w": ag.ones(3)}, str(path))
+    assert os.listdir(tmp_path) == ["model.pt"]                    # no ".npz" appended, no temp file left
+    buffer = io.BytesIO()
+    save({"w": ag.ones(3)}, buffer)
+    buffer.seek(0)
+    assert load(buffer)["w"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_loaded_tensors_own_their_memory(tmp_path):
+    t = ag.arange(4)
+    loaded = _roundtrip(t, tmp_path)
+    loaded.data[0] = 7
+    assert t.tolist()[0] == 0
+
+
+# --------------------------------------------------------------------------- map_location
+def test_map_location_moves_tensors(device, tmp_path):
+    t = ag.randn(3, device=device)
+    path = tmp_path / "t.agt"
+    save({"t": t}, path)
+    assert load(path)["t"].device == device
+    for where in ("cpu", ag.device("cpu"), {device: "cpu"}, lambda saved: "cpu"):
+        got = load(path, map_location=where)["t"]
+        assert got.device == "cpu"
+        np.testing.assert_array_equal(got.numpy(), t.numpy())
+    assert load(path, map_location=device)["t"].device == device
+
+
+def test_tensor_saved_on_cuda_loads_on_cpu_with_map_location(tmp_path):
+    path = _write_npz(tmp_path / "gpu.agt", _manifest(_tensor_node(device="cuda:0")), t0=np.ones(2, np.float32))
+    assert load(path, map_location={"cuda:0": "cpu"}).device == "cpu"
+    assert load(path, map_location="cpu").tolist() == [1.0, 1.0]
+    if not ag.cuda.is_available():
+        with pytest.raises(RuntimeError, match=r"saved on cuda:0.*map_location='cpu'"):
+            load(path)
+
+
+def test_bad_map_location_is_a_type_error(tmp_path):
+    save(ag.ones(1), tmp_path / "a")
+    with pytest.raises(TypeError, match="map_location"):
+        load(tmp_path / "a", map_location=3)
+
+
+# --------------------------------------------------------------------------- damaged and foreign files
+def test_random_bytes_are_not_a_file(tmp_path):
+    path = tmp_path / "random.bin"
+    path.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    with pytest.raises(ValueError, match=r"random\.bin.*not an autograd_gpu file"):
+        load(path)
+
+
+def test_empty_file_is_not_a_file(tmp_path):
+    (tmp_path / "empty").write_bytes(b"")
+    with pytest.raises(ValueError, match="empty.*not an autograd_gpu file"):
+        load(tmp_path / "empty")
+
+
+def test_plain_npz_without_manifest(tmp_path):
+    path = _write_npz(tmp_path / "plain.npz", None, weights=np.zeros(3))
+    with pytest.raises(ValueError, match=r"plain\.npz has no __manifest__"):
+        load(path)
+
+
+def test_plain_npy_file(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros(3))
+    with pytest.raises(ValueError, match=r"a\.npy is a plain \.npy array"):
+        load(tmp_path / "a.npy")
+
+
+def _record_unpickling(path):
+    with open(path, "w") as f:
+        f.write("unpickled")
+    return 0
+
+
+class _Payload:
+    """Unpickling this calls _record_unpickling: proof that load never unpickles."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return _record_unpickling, (self.path,)
+
+
+def test_object_arrays_are_never_unpickled(tmp_path):
+    marker = str(tmp_path / "marker")
+    payload = np.array([_Payload(marker)], dtype=object)
+    for name, kwargs in (("as_manifest.npz", {"__manifest__": payload}),
+                         ("as_tensor.npz", {"__manifest__": np.frombuffer(json.dumps(
+                             _manifest(_tensor_node(dtype="float32", shape=(1,)))).encode(), np.uint8),
+                                            "t0": payload})):
+        with open(tmp_path / name, "wb") as f:
+            np.savez(f, **kwargs)
+        with pytest.raises(ValueError, match=rf"{name}.*cannot read array .*allow_pickle"):
+            load(tmp_path / name)
+    assert not os.path.exists(marker)
+
+
+def test_bad_json_manifest(tmp_path):
+    path = _write_npz(tmp_path / "f.agt", b"{not json")
+    with pytest.raises(ValueError, match=r"f\.agt: the manifest is not valid UTF-8 JSON"):
+        load(path)
+
+
+def test_wrong_format_name_and_version(tmp_path):
+    path = _write_npz(tmp_path / "f.agt", {"format": "safetensors", "version": 1, "root": {"type": "none"}})
+    with pytest.raises(ValueError, match="expected format 'autograd_gpu', got 'safetensors'"):
+        load(path)
+    path = _write_npz(tmp_path / "g.agt", {"format": "autograd_gpu", "version": 99, "root": {"type": "none"}})
+    with pytest.raises(ValueError, match="version 99 is not supported"):
+        load(path)
+
+
+def test_manifest_referencing_a_missing_array(tmp_path):
+    path = _write_npz(tmp_path / "f.agt", _manifest({"type": "dict", "items": [["w", _tensor_node("t5")]]}))
+    with pytest.raises(ValueError, match=r"refers to array 't5' \(at obj\['w'\]\), which the file does not contain"):
+        load(path)
+
+
+def test_array_that_disagrees_with_the_manifest(tmp_path):
+    path = _write_npz(tmp_path / "f.agt", _manifest(_tensor_node(shape=(3,))), t0=np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match=r"float32 of shape \(2,\), but the manifest says float32 of shape \(3,\)"):
+        load(path)
+
+
+@pytest.mark.parametrize("root,message", [
+    ({"type": "pickle", "value": "x"}, "unknown node type 'pickle'"),
+    ({"type": "list", "items": [{"type": "int", "value": "7"}]}, r"obj\[0\]: expected a int value"),
+    ({"type": "dict", "items": [[1.5, {"type": "none"}]]}, "str or int key"),
+    ([1, 2], "expected a node with a 'type'"),
+    (_tensor_node(dtype="object"), "expected dtype, shape and device"),
+])
+def test_malformed_manifest_nodes(tmp_path, root, message):
+    path = _write_npz(tmp_path / "f.agt", _manifest(root))
+    with pytest.raises(ValueError, match=message):
+        load(path)
+
+
+def test_truncated_file(tmp_path):
+    path = tmp_path / "f.agt"
+    save({"w": ag.randn(100, 100)}, path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"f\.agt"):
+        load(path)
+
+
+def test_corrupted_array_bytes(tmp_path):
+    path = tmp_path / "f.agt"
+    save({"w": ag.ones(1000)}, path)
+    data = bytearray(path.read_bytes())
+    at = data.index(np.ones(8, np.float32).tobytes())   # inside t0's data: the zip CRC no longer matches
+    data[at:at + 4] = b"\x00\x00\x00\x00"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"f\.agt: cannot read array 't0'"):
+        load(path)
+
+
+def test_a_zip_that_is_not_an_npz(tmp_path):
+    with zipfile.ZipFile(tmp_path / "f.zip", "w") as z:
+        z.writestr("readme.txt", "hello")
+    with pytest.raises(ValueError, match="has no __manifest__"):
+        load(tmp_path / "f.zip")
+
+
+def test_missing_file_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load(tmp_path / "nope.agt")
+
+
+# --------------------------------------------------------------------------- unsavable objects
+class Foo:
+    pass
+
+
+def test_unsavable_object_names_its_path(tmp_path):
+    obj = {"state": [0, 1, 2, {"foo": Foo()}]}
+    with pytest.raises(TypeError, match=r"obj\['state'\]\[3\]\['foo'\]: cannot save an object of type Foo"):
+        save(obj, tmp_path / "f.agt")
+    assert not os.listdir(tmp_path)                  # nothing written
+
+
+@pytest.mark.parametrize("obj,message", [
+    ({"f": lambda x: x}, r"obj\['f'\]: cannot save an object of type function"),
+    ([{1, 2}], r"obj\[0\]: cannot save an object of type set"),
+    ({(1, 2): ag.ones(1)}, r"cannot save a dict key of type tuple"),
+    ({"z": 1j}, "type complex"),
+])
+def test_unsavable_values_and_keys(tmp_path, obj, message):
+    with pytest.raises(TypeError, match=message):
+        save(obj, tmp_path / "f.agt")
+
+
+def test_cyclic_structure_is_an_error(tmp_path):
+    a = [1]
+    a.append(a)
+    with pytest.raises(ValueError, match=r"obj\[1\] contains itself"):
+        save(a, tmp_path / "f.agt")
