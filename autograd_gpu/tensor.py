@@ -351,6 +351,19 @@ class Tensor:
     def __reduce__(self):
         raise TypeError("Tensors are not pickled; use ag.save / ag.load")
 
+    def __deepcopy__(self, memo):
+        """A leaf copy of the data (and of .grad), as copy.deepcopy of a PyTorch leaf gives."""
+        t = memo.get(id(self))
+        if t is None:
+            if self.grad_fn is not None:
+                raise RuntimeError("deepcopy: only leaf tensors can be deep-copied (a non-leaf's graph is not "
+                                   "copied); use .detach().clone() or copy a leaf")
+            t = memo[id(self)] = type(self)._make(self.data.copy(), self.device)
+            t.requires_grad = self.requires_grad
+            if self.grad is not None:
+                t.grad = Tensor._make(self.grad.data.copy(), self.device)
+        return t
+
 
 def _to_array(data, dtype, device, copy, default_float):
     """(array, Device) for ``data`` on ``device`` (or where data lives, else the default device)."""

@@ -4,7 +4,7 @@ relu -> maxpool2 -> conv3x3 16 -> relu -> maxpool2 -> flatten -> linear 10, cros
 784-512-512-10 (batch 128, linear + relu, cross_entropy). One step = forward, backward and a plain SGD
 update, float32. Prints medians in milliseconds and the ratio ours / PyTorch.
 
-    python benchmarks/nn_step.py [--repeats 50] [--device cpu] [--models cnn,mlp]
+    python benchmarks/nn_step.py [--repeats 200] [--device cpu] [--models cnn,mlp] [--keep-freed-memory]
 """
 import argparse
 import platform
@@ -95,29 +95,57 @@ def torch_step(model, device):
     return step
 
 
-def measure(steps, repeats, rounds=5):
-    """Median milliseconds per call of each step. The steps take turns in short rounds, so a burst of
-    load from elsewhere on the machine hits all of them alike rather than one."""
-    for step in steps.values():
-        for _ in range(5):
-            step()                      # warm-up
+def _minor_faults():
+    try:
+        import resource
+    except ImportError:                 # not on Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def measure(steps, repeats, rounds=10):
+    """(median ms, min ms, page faults per step) of each step. Each library runs blocks of consecutive
+    steps (so neither runs while the other's worker threads are still spinning), the blocks take
+    turns over ``rounds`` rounds (so a burst of load from elsewhere hits both alike), and the first
+    two steps of each block are not timed."""
     times = {name: [] for name in steps}
+    faults = dict.fromkeys(steps, 0)
     per_round = max(1, repeats // rounds)
     for _ in range(rounds):
         for name, step in steps.items():
+            step()
+            step()
+            f0 = _minor_faults()
             for _ in range(per_round):
                 t0 = time.perf_counter()
                 step()
                 times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
+            faults[name] += _minor_faults() - f0
+    return {name: (statistics.median(ts) * 1e3, min(ts) * 1e3, faults[name] / len(ts)) for name, ts in times.items()}
+
+
+def keep_freed_memory():
+    """Ask glibc's malloc to keep freed memory instead of returning it to the OS after every step (where
+    the next step page-faults it back in); the same process-wide setting for both libraries."""
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6")
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_trim_threshold, 512 << 20) and libc.mallopt(m_mmap_threshold, 32 << 20))
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu")
-    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=200)
     p.add_argument("--models", default="cnn,mlp", help="comma-separated subset of cnn,mlp")
+    p.add_argument("--keep-freed-memory", action="store_true",
+                   help="set glibc malloc's trim and mmap thresholds high first (both libraries benefit)")
     a = p.parse_args(argv)
+    if a.keep_freed_memory:
+        try:
+            print(f"glibc malloc keeps freed memory: {keep_freed_memory()}")
+        except OSError as e:
+            print(f"cannot tune malloc here ({e}); running with the defaults")
     try:
         import torch
         label = f"PyTorch {torch.__version__}"
@@ -125,15 +153,18 @@ def main(argv=None):
         torch = None
         print("PyTorch not installed: no baseline, our times only")
     print(f"machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
-          f"NumPy {np.__version__}, device {a.device}; median of {a.repeats} steps (forward + backward + SGD)")
+          f"NumPy {np.__version__}, device {a.device}; median of {a.repeats} steps each (forward + backward + SGD)")
     for model in a.models.split(","):
         steps = {"autograd_gpu": ours_step(model, a.device)}
         if torch is not None:
             steps[label] = torch_step(model, a.device)
         res = measure(steps, a.repeats)
-        line = f"{model}: autograd_gpu {res['autograd_gpu']:.2f} ms"
+        ours, ours_min, ours_faults = res["autograd_gpu"]
+        line = f"{model}: autograd_gpu {ours:.2f} ms (min {ours_min:.2f}, {ours_faults:.0f} page faults/step)"
         if torch is not None:
-            line += f", {label} {res[label]:.2f} ms, ratio ours / PyTorch {res['autograd_gpu'] / res[label]:.2f}"
+            theirs, theirs_min, theirs_faults = res[label]
+            line += (f", {label} {theirs:.2f} ms (min {theirs_min:.2f}, {theirs_faults:.0f} page faults/step), "
+                     f"ratio ours / PyTorch {ours / theirs:.2f}")
         print(line)
 
 

@@ -55,9 +55,15 @@ def main(argv=None):
     plt = _pyplot()
     if plt is not None:
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4))
-        ax1.plot(losses, linewidth=0.5)
+        window = min(100, len(losses))
+        running = [sum(losses[max(0, i - window + 1):i + 1]) / len(losses[max(0, i - window + 1):i + 1])
+                   for i in range(len(losses))]
+        ax1.plot(losses, linewidth=0.3, alpha=0.35, label="per step (one random x)")
+        ax1.plot(running, linewidth=1.5, label=f"mean of the last {window}")
         ax1.set_yscale("log")
-        ax1.set_title("squared error per step")
+        ax1.set_ylim(1e-6, None)
+        ax1.legend(fontsize=7)
+        ax1.set_title("squared error")
         ax2.plot(xs.numpy().ravel(), ((xs ** 4).sin() * 4).numpy().ravel(), label="sin(x**4) * 4")
         with ag.no_grad():
             ax2.plot(xs.numpy().ravel(), model(xs).numpy().ravel(), label="model")

@@ -266,6 +266,20 @@ def test_conv2d_matches_direct_loop(device, stride, padding, dilation, groups):
     np.testing.assert_allclose(got.numpy(), _conv_loop(x, w, b, stride, padding, dilation, groups), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv2d_weight_gradient_without_kept_columns(device, monkeypatch, stride):
+    from autograd_gpu.ops import conv
+    rng = np.random.default_rng(10)
+    x, w = rng.standard_normal((2, 3, 6, 6)), rng.standard_normal((4, 3, 3, 3))
+    grads = []
+    for limit in (1 << 30, 0):              # columns kept for backward, then recomputed there
+        monkeypatch.setattr(conv, "_KEEP_COLS_BYTES", limit)
+        wt = _t(w, device, requires_grad=True)
+        F.conv2d(_t(x, device), wt, stride=stride, padding=1).sum().backward()
+        grads.append(wt.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
+
+
 def test_conv2d_keeps_float32(device):
     x = ag.randn(2, 3, 8, 8, device=device, requires_grad=True)
     w = ag.randn(4, 3, 3, 3, device=device, requires_grad=True)

@@ -183,3 +183,17 @@ def test_cuda_tensor_round_trip_and_repr(device):
     y = x.cpu() * 2
     y.sum().backward()
     assert x.grad.device == "cuda:0" and x.grad.tolist() == [2.0, 2.0]
+
+
+def test_deepcopy_copies_leaves_with_their_grad_and_keeps_sharing():
+    import copy
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    (x * 2).sum().backward()
+    state = copy.deepcopy({"a": x, "b": [x]})
+    assert state["a"] is state["b"][0] and state["a"] is not x
+    assert state["a"].requires_grad and state["a"].grad.tolist() == [2.0, 2.0]
+    with ag.no_grad():
+        x.add_(1)
+    assert state["a"].tolist() == [1.0, 2.0]
+    with pytest.raises(RuntimeError, match="only leaf tensors"):
+        copy.deepcopy(x * 2)

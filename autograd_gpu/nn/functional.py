@@ -214,7 +214,8 @@ def _conv_operands(op, input, weight, bias, nd):
     b = None if bias is None else _float_tensor(bias, op, "bias", like=x)
     names = "(N, C, L)" if nd == 1 else "(N, C, H, W)"
     if x.ndim not in (nd + 1, nd + 2):
-        raise ValueError(f"{op}: expected a {nd + 2}-D input {names} or a {nd + 1}-D unbatched one, got shape {x.shape}")
+        raise ValueError(f"{op}: expected a {nd + 2}-D input {names} or a {nd + 1}-D unbatched one, "
+                         f"got shape {x.shape}")
     if w.ndim != nd + 2:
         raise ValueError(f"{op}: expected a {nd + 2}-D weight (out_channels, in_channels / groups, "
                          f"{'k' if nd == 1 else 'kh, kw'}), got shape {w.shape}")
@@ -267,7 +268,8 @@ def _single(v, name, minimum=1, op="conv1d"):
 def _pool_input(input, op):
     x = _float_tensor(input, op)
     if x.ndim not in (3, 4):
-        raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D unbatched one (C, H, W), got shape {x.shape}")
+        raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D unbatched one (C, H, W), "
+                         f"got shape {x.shape}")
     return (x.reshape((1,) + x.shape), True) if x.ndim == 3 else (x, False)
 
 
@@ -317,9 +319,10 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     x = _float_tensor(input, "max_pool1d")
     if x.ndim not in (2, 3):
         raise ValueError(f"max_pool1d: expected a 3-D input (N, C, L) or a 2-D unbatched one, got shape {x.shape}")
-    y = max_pool2d(x.unsqueeze(-2), (1, _single(kernel_size, "kernel_size", op="max_pool1d")),
-                   None if stride is None else (1, _single(stride, "stride", op="max_pool1d")),
-                   (0, _single(padding, "padding", 0, "max_pool1d")), (1, _single(dilation, "dilation", op="max_pool1d")),
+    op = "max_pool1d"
+    y = max_pool2d(x.unsqueeze(-2), (1, _single(kernel_size, "kernel_size", op=op)),
+                   None if stride is None else (1, _single(stride, "stride", op=op)),
+                   (0, _single(padding, "padding", 0, op)), (1, _single(dilation, "dilation", op=op)),
                    ceil_mode, return_indices)
     return (y[0].squeeze(-2), y[1].squeeze(-2)) if return_indices else y.squeeze(-2)
 
@@ -422,7 +425,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     axes = (0,) + tuple(range(2, x.ndim))
     n = x.numel() // c if c else 0
     if n <= 1:
-        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input of shape {x.shape}")
+        raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got input of "
+                         f"shape {x.shape}")
     mean = x.mean(axes, keepdims=True)
     xc = x - mean
     var = (xc * xc).mean(axes, keepdims=True)
@@ -451,7 +455,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(ns)
     if k == 0 or x.shape[x.ndim - k:] != ns or k > x.ndim:
-        raise ValueError(f"layer_norm: expected an input whose trailing dims are normalized_shape {ns}, got shape {x.shape}")
+        raise ValueError(f"layer_norm: expected an input whose trailing dims are normalized_shape {ns}, "
+                         f"got shape {x.shape}")
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.shape != ns:
             raise ValueError(f"layer_norm: expected {name} of shape {ns}, got {t.shape}")

@@ -1,8 +1,11 @@
 """Convolution and pooling primitives, im2col-based.
 
-A strided view of the padded input gathers every kernel window at once (``as_strided``, on NumPy
-and CuPy alike), one matrix product per group does the arithmetic, and the way back scatters over
-the kh*kw kernel offsets with one strided add each: Python never loops over pixels or batch elements.
+Convolution builds a column matrix (one row per channel and kernel tap) and does one matrix product
+per group. At stride 1 the columns span the whole padded input, so each kernel tap is one shifted
+contiguous slice of it (plain copies and adds; the few positions past the output's edge are computed
+and dropped); other strides gather the exact windows with a strided view (``as_strided``, on NumPy
+and CuPy alike). Pooling reads the windows the same way. Every way back loops over the kh*kw kernel
+taps only: Python never loops over pixels or batch elements.
 
 The geometry travels as one tuple, ``geom = (sh, sw, pt, pb, pl, pr, dh, dw, groups)``: strides,
 padding (top, bottom, left, right), dilations and groups. Every Function here is linear in each of
@@ -14,6 +17,8 @@ from .reduction import Sum
 from .elementwise import MulScalar, mul
 
 __all__ = ["conv2d", "max_pool2d", "avg_pool2d", "out_size"]
+
+_KEEP_COLS_BYTES = 32 << 20      # a convolution keeps its columns of x for backward up to this size
 
 
 # --------------------------------------------------------------------------- array helpers
@@ -68,46 +73,52 @@ def _shifts(kh, kw, geom, gw):
     return [(i, j, i * dh * gw + j * dw) for i in range(kh) for j in range(kw)]
 
 
-def _im2col(xp, x, kh, kw, geom):
+def _flat_padded(xp, x, kh, kw, geom):
+    """Stride 1: x (N, C, H, W) as one flat channel-major padded array, C*N*gh*gw long plus slack for the
+    largest tap shift; kernel tap (i, j) of channel block c is then the slice [off: off + C*N*gh*gw]."""
+    n, c, h, w = x.shape
+    _, _, pt, _, pl, _, _, _, _ = geom
+    _, _, gh, gw = _grid(x.shape, kh, kw, geom)
+    m = n * gh * gw
+    buf = xp.zeros(c * m + _shifts(kh, kw, geom, gw)[-1][2], dtype=x.dtype)
+    buf[:c * m].reshape(c, n, gh, gw)[:, :, pt:pt + h, pl:pl + w] = x.transpose(1, 0, 2, 3)
+    return buf
+
+
+def _im2col(xp, x, kh, kw, geom, flat=None):
     """x (N, C, H, W) -> columns (G, C/G*kh*kw, N*gh*gw): row (c, i, j) holds kernel tap (i, j) of
-    channel c at every grid position (see _grid)."""
+    channel c at every grid position (see _grid). At stride 1, built from _flat_padded (``flat``)."""
     n, c, h, w = x.shape
     sh, sw, pt, pb, pl, pr, _, _, g = geom
     oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
     if sh == sw == 1:
         m = n * gh * gw
-        taps = _shifts(kh, kw, geom, gw)
-        buf = xp.zeros(c * m + taps[-1][2], dtype=x.dtype)      # channel-major padded copy, plus slack
-        buf[:c * m].reshape(c, n, gh, gw)[:, :, pt:pt + h, pl:pl + w] = x.transpose(1, 0, 2, 3)
         cols = xp.empty((c, kh, kw, m), dtype=x.dtype)
-        for i, j, off in taps:
-            cols[:, i, j] = buf[off:off + c * m].reshape(c, m)
+        for i, j, off in _shifts(kh, kw, geom, gw):
+            cols[:, i, j] = flat[off:off + c * m].reshape(c, m)
         return cols.reshape(g, c // g * kh * kw, m)
     v = _windows(xp, _pad(xp, x, pt, pb, pl, pr), kh, kw, geom, oh, ow).transpose(1, 2, 3, 0, 4, 5)
     return xp.ascontiguousarray(v).reshape(g, c // g * kh * kw, n * oh * ow)   # (C, kh, kw, N, OH, OW)
 
 
 def _col2im(xp, dcols, x_shape, kh, kw, geom):
-    """The adjoint of _im2col: columns (G, C/G*kh*kw, N*gh*gw) summed back into (N, C, H, W), one
-    add per kernel tap."""
+    """The adjoint of the strided _im2col: columns (G, C/G*kh*kw, N*OH*OW) summed back into (N, C, H, W),
+    one strided add per kernel tap."""
     n, c, h, w = x_shape
-    sh, sw, pt, pb, pl, pr, _, _, _ = geom
-    oh, ow, gh, gw = _grid(x_shape, kh, kw, geom)
-    dcols = dcols.reshape(c, kh, kw, -1)
-    if sh == sw == 1:
-        m = n * gh * gw
-        taps = _shifts(kh, kw, geom, gw)
-        acc = xp.zeros(c * m + taps[-1][2], dtype=dcols.dtype)
-        for i, j, off in taps:
-            part = acc[off:off + c * m].reshape(c, m)
-            part += dcols[:, i, j]
-        acc = acc[:c * m].reshape(c, n, gh, gw)
-    else:
-        dcols = dcols.reshape(c, kh, kw, n, oh, ow)
-        acc = xp.zeros((c, n, h + pt + pb, w + pl + pr), dtype=dcols.dtype)   # channels first, like dcols
-        for i in range(kh):
-            for j in range(kw):
-                acc[(slice(None), slice(None)) + _tap(i, j, geom, oh, ow)] += dcols[:, i, j]
+    _, _, pt, pb, pl, pr, _, _, _ = geom
+    oh, ow, _, _ = _grid(x_shape, kh, kw, geom)
+    dcols = dcols.reshape(c, kh, kw, n, oh, ow)
+    acc = xp.zeros((c, n, h + pt + pb, w + pl + pr), dtype=dcols.dtype)   # channels first, like dcols
+    for i in range(kh):
+        for j in range(kw):
+            acc[(slice(None), slice(None)) + _tap(i, j, geom, oh, ow)] += dcols[:, i, j]
+    return _unpad_channels_last(xp, acc, x_shape, geom)
+
+
+def _unpad_channels_last(xp, acc, x_shape, geom):
+    """(C, N, Hp, Wp) accumulator -> (N, C, H, W) without the padding, contiguous."""
+    _, _, h, w = x_shape
+    pt, pl = geom[2], geom[4]
     return xp.ascontiguousarray(acc[:, :, pt:pt + h, pl:pl + w].transpose(1, 0, 2, 3))
 
 
@@ -122,36 +133,65 @@ def _grad_rows(xp, gy, g, gh, gw):
 
 
 def _conv(xp, x, w, b, geom):
-    """(conv(x, w) + b, the columns of x)."""
+    """(conv(x, w) + b, what the weight gradient needs of x): the flat padded copy of x at stride 1,
+    the columns otherwise."""
     o, _, kh, kw = w.shape
     n = x.shape[0]
     oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
-    cols = _im2col(xp, x, kh, kw, geom)
+    flat = _flat_padded(xp, x, kh, kw, geom) if geom[0] == geom[1] == 1 else None
+    cols = _im2col(xp, x, kh, kw, geom, flat)
     y = xp.matmul(w.reshape(geom[8], o // geom[8], -1), cols).reshape(o, n, gh, gw)[:, :, :oh, :ow]
     out = xp.empty((n, o, oh, ow), dtype=y.dtype)
     if b is None:
         out[...] = y.transpose(1, 0, 2, 3)
     else:                                   # the bias rides along with the layout copy
         xp.add(y.transpose(1, 0, 2, 3), b.reshape(1, o, 1, 1), out=out)
-    return out, cols
+    return out, (cols if flat is None else flat)
 
 
-def _conv_weight_grad(xp, x, gy, w_shape, geom, cols=None):
-    """d(sum gy * conv(x, w)) / dw: one matrix product of the output gradient with the columns."""
-    _, _, kh, kw = w_shape
+def _conv_weight_grad(xp, x, gy, w_shape, geom, kept=None, rows=None):
+    """d(sum gy * conv(x, w)) / dw: the output gradient times the columns; at stride 1 one product per
+    kernel tap against the shifted flat copy of x (9x less to keep than the columns)."""
+    o, cg, kh, kw = w_shape
+    g = geom[8]
     _, _, gh, gw = _grid(x.shape, kh, kw, geom)
-    if cols is None:
-        cols = _im2col(xp, x, kh, kw, geom)
-    return xp.matmul(_grad_rows(xp, gy, geom[8], gh, gw), cols.transpose(0, 2, 1)).reshape(w_shape)
+    if rows is None:
+        rows = _grad_rows(xp, gy, g, gh, gw)
+    if geom[0] != 1 or geom[1] != 1:
+        cols = kept if kept is not None else _im2col(xp, x, kh, kw, geom)
+        return xp.matmul(rows, cols.transpose(0, 2, 1)).reshape(w_shape)
+    flat = kept if kept is not None else _flat_padded(xp, x, kh, kw, geom)
+    m = rows.shape[2]
+    c = g * cg
+    gwt = xp.empty((kh * kw, g, o // g, cg), dtype=rows.dtype)
+    for k, (_, _, off) in enumerate(_shifts(kh, kw, geom, gw)):
+        xp.matmul(rows, flat[off:off + c * m].reshape(g, cg, m).transpose(0, 2, 1), out=gwt[k])
+    return xp.ascontiguousarray(gwt.reshape(kh, kw, o, cg).transpose(2, 3, 0, 1))
 
 
-def _conv_input_grad(xp, gy, w, x_shape, geom):
-    """d(sum gy * conv(x, w)) / dx: columns w.T @ gy, then col2im."""
+def _conv_input_grad(xp, gy, w, x_shape, geom, rows=None):
+    """d(sum gy * conv(x, w)) / dx: columns w.T @ gy summed back onto the input. At stride 1 one kernel
+    tap at a time (a (C, N*gh*gw) product added at that tap's shift), so the kh*kw times larger column
+    matrix is never built; otherwise all columns, then col2im."""
     o, cg, kh, kw = w.shape
+    n, c, h, wd = x_shape
     g = geom[8]
     _, _, gh, gw = _grid(x_shape, kh, kw, geom)
-    dcols = xp.matmul(w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1), _grad_rows(xp, gy, g, gh, gw))
-    return _col2im(xp, dcols, x_shape, kh, kw, geom)
+    if rows is None:
+        rows = _grad_rows(xp, gy, g, gh, gw)
+    if geom[0] != 1 or geom[1] != 1:
+        dcols = xp.matmul(w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1), rows)
+        return _col2im(xp, dcols, x_shape, kh, kw, geom)
+    m = n * gh * gw
+    taps = _shifts(kh, kw, geom, gw)
+    wt = xp.ascontiguousarray(w.reshape(g, o // g, cg, kh * kw).transpose(3, 0, 2, 1))   # (taps, G, C/G, O/G)
+    acc = xp.zeros(c * m + taps[-1][2], dtype=rows.dtype)
+    part = xp.empty((g, cg, m), dtype=rows.dtype)
+    for k, (_, _, off) in enumerate(taps):
+        xp.matmul(wt[k], rows, out=part)
+        dst = acc[off:off + c * m].reshape(g, cg, m)
+        dst += part
+    return _unpad_channels_last(xp, acc[:c * m].reshape(c, n, gh, gw), x_shape, geom)
 
 
 # --------------------------------------------------------------------------- convolution
@@ -162,16 +202,22 @@ class Conv2d(Function):
     def forward(ctx, x, w, b, geom):
         y, cols = _conv(ctx.xp, x.data, w.data, None if b is None else b.data, geom)
         ctx.geom = geom
-        # the columns are im2col(x): kept (freed with the graph) so the weight gradient need not redo them
-        ctx.save_for_backward(x, w, ctx.wrap(cols) if ctx.needs_input_grad[1] else None)
+        # what the weight gradient needs of x is kept (freed with the graph) rather than redone, unless
+        # it is big, where the matrix product dwarfs redoing it
+        keep = ctx.needs_input_grad[1] and cols.nbytes <= _KEEP_COLS_BYTES
+        ctx.save_for_backward(x, w, ctx.wrap(cols) if keep else None)
         return ctx.wrap(y)
 
     @staticmethod
     def backward(ctx, grad):
-        x, w, cols = ctx.saved_tensors
+        x, w, kept = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        gx = Conv2dInputGrad.apply(grad, w, x.shape, ctx.geom) if need_x else None
-        gw = Conv2dWeightGrad.apply(x, grad, w.shape, ctx.geom, cols.data) if need_w else None
+        rows = None
+        if need_x and need_w:                   # both gradients read grad in the same layout: make it once
+            rows = _grad_rows(ctx.xp, grad.data, ctx.geom[8], *_grid(x.shape, *w.shape[2:], ctx.geom)[2:])
+        gx = Conv2dInputGrad.apply(grad, w, x.shape, ctx.geom, rows) if need_x else None
+        kept = None if kept is None else kept.data
+        gw = Conv2dWeightGrad.apply(x, grad, w.shape, ctx.geom, kept, rows) if need_w else None
         gb = Sum.apply(grad, (0, 2, 3), False) if need_b else None
         return gx, gw, gb, None
 
@@ -180,10 +226,10 @@ class Conv2dInputGrad(Function):
     """The adjoint of conv in x (a transposed convolution): grad (N, O, OH, OW), w -> (N, C, H, W)."""
 
     @staticmethod
-    def forward(ctx, grad, w, x_shape, geom):
+    def forward(ctx, grad, w, x_shape, geom, rows=None):
         ctx.geom = geom
         ctx.save_for_backward(grad, w)
-        return ctx.wrap(_conv_input_grad(ctx.xp, grad.data, w.data, x_shape, geom))
+        return ctx.wrap(_conv_input_grad(ctx.xp, grad.data, w.data, x_shape, geom, rows))
 
     @staticmethod
     def backward(ctx, gg):
@@ -191,17 +237,17 @@ class Conv2dInputGrad(Function):
         need_g, need_w = ctx.needs_input_grad[:2]
         d_grad = Conv2d.apply(gg, w, None, ctx.geom) if need_g else None
         d_w = Conv2dWeightGrad.apply(gg, grad, w.shape, ctx.geom, None) if need_w else None
-        return d_grad, d_w, None, None
+        return d_grad, d_w, None, None, None
 
 
 class Conv2dWeightGrad(Function):
     """The gradient of conv in w: x (N, C, H, W), grad (N, O, OH, OW) -> (O, C/groups, kh, kw)."""
 
     @staticmethod
-    def forward(ctx, x, grad, w_shape, geom, cols):
+    def forward(ctx, x, grad, w_shape, geom, kept, rows=None):
         ctx.geom = geom
         ctx.save_for_backward(x, grad)
-        return ctx.wrap(_conv_weight_grad(ctx.xp, x.data, grad.data, w_shape, geom, cols))
+        return ctx.wrap(_conv_weight_grad(ctx.xp, x.data, grad.data, w_shape, geom, kept, rows))
 
     @staticmethod
     def backward(ctx, ggw):
@@ -209,7 +255,7 @@ class Conv2dWeightGrad(Function):
         need_x, need_g = ctx.needs_input_grad[:2]
         d_x = Conv2dInputGrad.apply(grad, ggw, x.shape, ctx.geom) if need_x else None
         d_grad = Conv2d.apply(x, ggw, None, ctx.geom) if need_g else None
-        return d_x, d_grad, None, None, None
+        return d_x, d_grad, None, None, None, None
 
 
 def conv2d(x, w, b, geom):
@@ -224,17 +270,23 @@ def _stacked_windows(xp, a, kh, kw, geom, oh, ow):
     return xp.ascontiguousarray(v).reshape((kh * kw,) + a.shape[:2] + (oh, ow))
 
 
-def _scatter_taps(xp, parts, x_shape, kh, kw, geom, oh, ow):
-    """Sum of ``parts(k)`` (N, C, OH, OW) placed at kernel tap k of an (N, C, H, W) zero tensor: the
-    adjoint of reading the windows; overlapping windows accumulate."""
+def _scatter_taps(xp, g, idx, x_shape, kh, kw, geom):
+    """g (N, C, OH, OW) put at every tap of its window (idx None) or only at tap idx[...] of it, in an
+    (N, C, H, W) zero tensor: the adjoint of reading the windows. Overlapping windows accumulate;
+    disjoint ones are written directly."""
     n, c, h, w = x_shape
-    _, _, pt, pb, pl, pr, _, _, _ = geom
-    acc = None
+    sh, sw, pt, pb, pl, pr, dh, dw, _ = geom
+    oh, ow = g.shape[2:]
+    overlap = sh < dh * (kh - 1) + 1 or sw < dw * (kw - 1) + 1
+    acc = xp.zeros((n, c, h + pt + pb, w + pl + pr), dtype=g.dtype)
     for k in range(kh * kw):
-        p = parts(k)
-        if acc is None:
-            acc = xp.zeros((n, c, h + pt + pb, w + pl + pr), dtype=p.dtype)
-        acc[(slice(None), slice(None)) + _tap(k // kw, k % kw, geom, oh, ow)] += p
+        dst = acc[(slice(None), slice(None)) + _tap(k // kw, k % kw, geom, oh, ow)]
+        if idx is None:
+            dst += g
+        elif overlap:
+            dst += g * (idx == k)
+        else:
+            xp.multiply(g, idx == k, out=dst)
     return xp.ascontiguousarray(acc[:, :, pt:pt + h, pl:pl + w]) if pt or pb or pl or pr else acc
 
 
@@ -288,7 +340,7 @@ class MaxPoolScatter(Function):
     def forward(ctx, grad, idx, x_shape, kernel, geom):
         ctx.idx, ctx.kernel, ctx.geom = idx, kernel, geom
         g = grad.data
-        return ctx.wrap(_scatter_taps(ctx.xp, lambda k: g * (idx == k), x_shape, *kernel, geom, *idx.shape[2:]))
+        return ctx.wrap(_scatter_taps(ctx.xp, g, idx, x_shape, *kernel, geom))
 
     @staticmethod
     def backward(ctx, gg):
@@ -334,7 +386,7 @@ class WindowScatter(Function):
     def forward(ctx, grad, x_shape, kernel, geom):
         g = grad.data
         ctx.kernel, ctx.geom, ctx.out_hw = kernel, geom, g.shape[2:]
-        return ctx.wrap(_scatter_taps(ctx.xp, lambda k: g, x_shape, *kernel, geom, *ctx.out_hw))
+        return ctx.wrap(_scatter_taps(ctx.xp, g, None, x_shape, *kernel, geom))
 
     @staticmethod
     def backward(ctx, gg):
