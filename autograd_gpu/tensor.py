@@ -243,22 +243,12 @@ class Tensor:
     def to(self, *args, device=None, dtype=None, copy=False):
         """Move and/or cast: ``t.to("cuda")``, ``t.to(ag.float64)``, ``t.to("cpu", ag.float32)``.
         Returns ``self`` when nothing changes; differentiable otherwise."""
-        for a in args:
-            if isinstance(a, Device) or (isinstance(a, str) and a.split(":")[0].strip().lower() in ("cpu", "cuda")):
-                device = a
-            elif isinstance(a, Tensor):
-                device, dtype = a.device, a.dtype
-            else:
-                dtype = a
+        device, dtype = parse_to_args(args, device, dtype)
         out = self
-        if dtype is not None:
-            dtype = _dtypes._dtype(dtype)
-            if dtype != out.dtype:
-                out = _ops_misc.cast(out, dtype)
-        if device is not None:
-            dev = _parse_device(device)
-            if dev is not out.device:
-                out = _ops_misc.to_device(out, dev)
+        if dtype is not None and dtype != out.dtype:
+            out = _ops_misc.cast(out, dtype)
+        if device is not None and device is not out.device:
+            out = _ops_misc.to_device(out, device)
         if copy and out is self:
             out = self.clone()
         return out
@@ -363,6 +353,19 @@ class Tensor:
             if self.grad is not None:
                 t.grad = Tensor._make(self.grad.data.copy(), self.device)
         return t
+
+
+def parse_to_args(args, device=None, dtype=None):
+    """(Device or None, dtype or None) from the positional arguments of ``.to()``: a device (a Device
+    or a string such as "cuda:0"), a dtype, or a Tensor whose device and dtype are taken."""
+    for a in args:
+        if isinstance(a, Device) or (isinstance(a, str) and a.split(":")[0].strip().lower() in ("cpu", "cuda")):
+            device = a
+        elif isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        else:
+            dtype = a
+    return (None if device is None else _parse_device(device)), (None if dtype is None else _dtypes._dtype(dtype))
 
 
 def _to_array(data, dtype, device, copy, default_float):

@@ -15,7 +15,7 @@ from benchmarks import report  # noqa: E402
 from benchmarks.timing import measure, sync_fn, machine  # noqa: E402
 from benchmarks.workloads import WORKLOADS, mlp_step, peak_memory  # noqa: E402
 
-REPEATS = {"full": 20, "quick": 5, "tiny": 2}
+REPEATS = {"full": 30, "quick": 9, "tiny": 1}
 SWEEP = {"full": (1, 2, 4, 8, 16, 32, 64), "quick": (1, 4, 16), "tiny": (1, 2)}
 SWEEP_BASE = 32          # the MLP hidden width is SWEEP_BASE * k
 
@@ -25,7 +25,8 @@ def run_workload(name, device, scale, log):
     libs = {"ours": "ours", "numpy": "cupy" if device.startswith("cuda") else "numpy", "torch": "torch"}
     timed = {k: (f, sync_fn(device, libs[k])) for k, f in steps.items()}
     reps = REPEATS[scale] if name != "deep_chain" else max(1, REPEATS[scale] // 5)
-    res = measure(timed, reps, warmup=1 if name == "deep_chain" else 3)
+    deep = name == "deep_chain"
+    res = measure(timed, reps, warmup=1 if deep else 3, rounds=1 if deep else 3, block_warmup=0 if deep else 0.25)
     scale_to = 1e6 / meta["per"] if meta["unit"] == "us/op" else 1e3
     row = {"workload": name, "device": device, "what": meta["what"], "unit": meta["unit"]}
     for k, (med, lo, hi) in res.items():

@@ -110,7 +110,7 @@ def plots(results, out):
         ax.set_yscale("log")
         ax.set_xlabel("MLP hidden width")
         ax.set_ylabel("ms per training step")
-        ax.set_title("Where the GPU overtakes the CPU")
+        ax.set_title("Where the GPU overtakes the CPU" if cpu and gpu else "MLP step time as the width grows")
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "speedup_vs_size.png", dpi=110)

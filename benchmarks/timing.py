@@ -20,17 +20,27 @@ def sync_fn(device, lib):
     return lambda: ag.cuda.synchronize(device)
 
 
-def measure(steps, repeats, warmup=3, rounds=3):
-    """{name: (median_s, min_s, max_s)} for each (step, sync) in ``steps``. The steps take turns in
-    rounds, so load from elsewhere on the machine hits all of them alike rather than one."""
+def measure(steps, repeats, warmup=3, rounds=3, block_warmup=0.25):
+    """{name: (median_s, min_s, max_s)} for each (step, sync) in ``steps``.
+
+    The steps take turns in rounds, so load from elsewhere on the machine hits all of them alike; in
+    each round a step runs as a block: untimed steps for ``block_warmup`` seconds (at least two), then
+    the timed ones. The warm-up matters on a small machine: a library that takes over the CPU from
+    another first pays for waking its own thread pool (OpenBLAS's sleeping workers: milliseconds)
+    while the other's threads are still spinning, which a training loop never sees."""
     for step, sync in steps.values():
         for _ in range(warmup):
             step()
         sync()
     times = {name: [] for name in steps}
-    per_round = max(1, repeats // rounds)
+    per_round = max(3, repeats // rounds)
     for _ in range(rounds):
         for name, (step, sync) in steps.items():
+            t_end, n = time.perf_counter() + block_warmup, 0
+            while n < 2 or time.perf_counter() < t_end:
+                step()
+                sync()
+                n += 1
             for _ in range(per_round):
                 t0 = time.perf_counter()
                 step()

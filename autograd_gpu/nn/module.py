@@ -8,8 +8,7 @@ forward is a plain attribute lookup; ``__setattr__``/``__delattr__`` keep the tw
 import copy as _copy
 from collections import OrderedDict, namedtuple
 
-from ..tensor import Tensor
-from ..device import Device, device as _parse_device
+from ..tensor import Tensor, parse_to_args
 from .. import dtypes as _dtypes
 from .parameter import Parameter
 
@@ -31,17 +30,8 @@ def _parse_to_args(args, kwargs):
     kwargs.pop("non_blocking", None)
     if kwargs:
         raise TypeError(f"Module.to: unexpected keyword argument(s) {sorted(kwargs)}")
-    for a in args:
-        if isinstance(a, Device) or (isinstance(a, str) and a.split(":")[0].strip().lower() in ("cpu", "cuda")):
-            device = a
-        elif isinstance(a, Tensor):
-            device, dtype = a.device, a.dtype
-        else:
-            dtype = a
-    if device is not None:
-        device = _parse_device(device)
+    device, dtype = parse_to_args(args, device, dtype)
     if dtype is not None:
-        dtype = _dtypes._dtype(dtype)
         if dtype.kind not in "fc":
             raise TypeError(f"Module.to: only floating-point dtypes can be given, got {dtype}")
     return device, dtype
