@@ -25,7 +25,7 @@ from .ops.linalg import matmul, dot, tensordot, einsum, outer
 from .ops.misc import clone
 from .ops.inplace import add_, sub_, mul_, div_, fill_, zero_, copy_
 
-from . import nn, optim, data, func, viz
+from . import nn, optim, data, func, viz, amp
 from .serialization import save, load
 
 __version__ = "0.1.0"

@@ -31,6 +31,8 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--hidden", type=int, default=None, help="default: 128 on digits, 512 on MNIST")
+    p.add_argument("--amp", action="store_true",
+                   help="mixed precision: float16 matrix products under ag.amp.autocast, with a GradScaler")
     args = p.parse_args(argv)
     ag.manual_seed(args.seed)
     xtr, ytr, xte, yte, n_in = load(args)
@@ -39,6 +41,9 @@ def main(argv=None):
     model = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
                           nn.Linear(hidden, 10)).to(args.device)
     opt = optim.Adam(model.parameters(), lr=args.lr)
+    device_type = ag.device(args.device).type
+    autocast = ag.amp.autocast(device_type, enabled=args.amp)
+    scaler = ag.amp.GradScaler(device_type, enabled=args.amp)
     loader = DataLoader(TensorDataset(xtr, ytr), batch_size=args.batch_size, shuffle=True)
     losses, steps, test_acc = [], [], []
     with Timer() as timer:
@@ -46,20 +51,22 @@ def main(argv=None):
         for epoch in bar:
             model.train()
             for xb, yb in loader:
-                loss = F.cross_entropy(model(xb), yb)
+                with autocast:
+                    loss = F.cross_entropy(model(xb), yb)
                 opt.zero_grad()
-                loss.backward()
-                opt.step()
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
                 losses.append(loss.item())
                 steps.append(len(steps))
                 if args.smoke and len(steps) >= 3:
                     break
             model.eval()
-            with ag.no_grad():
+            with ag.no_grad(), autocast:
                 test_acc.append(accuracy(model(xte), yte))
             set_postfix(bar, loss=losses[-1], test_acc=test_acc[-1])
     print(f"{args.dataset}: test accuracy {test_acc[-1]:.2%} after {epochs} epochs in {timer.seconds:.1f} s "
-          f"on {args.device}")
+          f"on {args.device}" + (" with mixed precision (float16 matmuls, loss scaling)" if args.amp else ""))
     save_curves(args.out, {"training loss": (steps, losses), "test accuracy": (range(1, epochs + 1), test_acc)},
                 f"MLP on {args.dataset}")
     print(f"saved {args.out}")

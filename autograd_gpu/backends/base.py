@@ -4,7 +4,7 @@
 class Backend:
     """One device's array namespace plus the kernels where NumPy and CuPy differ.
 
-    Subclasses define: asarray, to_host, from_dlpack, scalar, synchronize, format, scatter_add, erf, sigmoid,
+    Subclasses define: asarray, to_host, from_dlpack, scalar, synchronize, format, scatter_add, erf, sigmoid, matmul,
     seed, rand, randn, randint, permutation.
     """
 

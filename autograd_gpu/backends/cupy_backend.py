@@ -110,6 +110,11 @@ class CupyBackend(Backend):
         with self._cuda_device:
             return 1 / (1 + self.xp.exp(-x))
 
+    def matmul(self, a, b, out=None):
+        """cupy.matmul: float16 goes to cuBLAS, which accumulates in float32."""
+        with self._cuda_device:
+            return self.xp.matmul(a, b) if out is None else self.xp.matmul(a, b, out=out)
+
     def erf(self, x):
         import cupyx.scipy.special
         with self._cuda_device:

@@ -44,6 +44,18 @@ class NumpyBackend(Backend):
     def erf(self, x):
         return _erf(x)
 
+    def matmul(self, a, b, out=None):
+        """np.matmul; float16 operands are multiplied in float32 and the result rounded to float16 (what
+        tensor cores do; NumPy's own float16 matmul has no BLAS and is 7x slower)."""
+        if a.dtype == np.float16 or b.dtype == np.float16:
+            y = np.matmul(a.astype(np.float32), b.astype(np.float32))
+            dt = np.result_type(a.dtype, b.dtype)
+            if out is None:
+                return y.astype(dt)
+            out[...] = y
+            return out
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+
     def sigmoid(self, x):
         """1 / (1 + exp(-x)) in three passes; exp overflows to inf for x << 0, giving the right 0, so
         the overflow warning is silenced (the where-based 'stable' form is 15x slower here)."""

@@ -22,6 +22,7 @@ from ..ops.elementwise import (Mul, Softplus, mul, where, clamp, log, exp, rsqrt
 from ..ops.reduction import Sum
 from ..ops.linalg import MatMul, matmul
 from ..ops.indexing import ScatterAddInto, IndexAddInto
+from ..amp import cast_low, cast_float32
 
 __all__ = ["linear", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
            "adaptive_avg_pool2d", "batch_norm", "layer_norm", "dropout", "embedding", "softmax", "log_softmax",
@@ -135,7 +136,8 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, w, b):
         a = x.data
-        y = ctx.xp.matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a, w.data.T)
+        y = (ctx.device._backend or ctx.device.backend).matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a,
+                                                               w.data.T)
         if b is not None:
             y += b.data
         ctx.save_for_backward(x, w)
@@ -169,6 +171,7 @@ def linear(input, weight, bias=None):
                          f"the weight of shape {w.shape} expects {w.shape[1]}")
     if b is not None and b.shape != (w.shape[0],):
         raise ValueError(f"linear: expected a bias of shape ({w.shape[0]},), got {b.shape}")
+    x, w, b = cast_low(x, w, b)
     if x.dtype != w.dtype or (b is not None and b.dtype != w.dtype):
         x, w, b = _same_dtype("linear", x, w, b)
     return Linear.apply(x, w, b)
@@ -223,7 +226,7 @@ def _conv_operands(op, input, weight, bias, nd):
         raise ValueError(f"{op}: expected a bias of shape ({w.shape[0]},), got {b.shape}")
     if x.dtype != w.dtype or (b is not None and b.dtype != w.dtype):
         x, w, b = _same_dtype(op, x, w, b)
-    return x, w, b
+    return cast_low(x, w, b)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -404,6 +407,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """Normalise each channel (dim 1) by the batch statistics (training) or the running ones. In training
     the running statistics are updated in place: r = (1 - momentum) * r + momentum * batch statistic,
     the variance unbiased, as in PyTorch."""
+    input, = cast_float32(input)   # autocast: run in float32
     x = _float_tensor(input, "batch_norm")
     if x.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, ...), got shape {x.shape}")
@@ -451,6 +455,7 @@ def _update_running(r, stat, momentum):
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing dims ``normalized_shape`` (biased variance), then weight and bias
     (of that shape) elementwise."""
+    input, = cast_float32(input)   # autocast: run in float32
     x = _float_tensor(input, "layer_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(ns)
@@ -669,6 +674,7 @@ def _softmax_dim(x, dim, dtype, op):
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     """exp(x) / sum(exp(x)) along dim, shifted by the max so it never overflows."""
+    input, = cast_float32(input)   # autocast: run in float32
     x, d, scalar = _softmax_dim(input, dim, dtype, "softmax")
     y = Softmax.apply(x, d)
     return y.reshape(()) if scalar else y
@@ -676,6 +682,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """x - logsumexp(x) along dim, computed in one fused, max-shifted pass."""
+    input, = cast_float32(input)   # autocast: run in float32
     x, d, scalar = _softmax_dim(input, dim, dtype, "log_softmax")
     y = LogSoftmax.apply(x, d)
     return y.reshape(()) if scalar else y
@@ -741,6 +748,7 @@ def _nll(logp, target, weight, ignore_index, reduction, op):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of log-probabilities (N, C, d...) (or (C,)) at class indices (N, d...);
     'mean' divides by the summed weights of the non-ignored targets."""
+    input, = cast_float32(input)   # autocast: run in float32
     op = "nll_loss"
     reduction = _reduction(reduction, size_average, reduce, op)
     x = _float_tensor(input, op)
@@ -762,6 +770,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   label_smoothing=0.0):
     """log_softmax over dim 1 then the negative log-likelihood. ``target`` holds class indices (N, d...)
     (integer dtype; ignore_index and weight apply) or class probabilities shaped like input (float)."""
+    input, = cast_float32(input)   # autocast: run in float32
     op = "cross_entropy"
     reduction = _reduction(reduction, size_average, reduce, op)
     x = _float_tensor(input, op)
@@ -852,6 +861,7 @@ def _weighted_reduce(loss, weight, reduction, op):
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """(input - target) ** 2, reduced; with weight, 'mean' is sum(weight * se) / sum(weight)."""
+    input, target = cast_float32(input, target)   # autocast: run in float32
     reduction = _reduction(reduction, size_average, reduce, "mse_loss")
     x, t = _pair_loss_operands(input, target, "mse_loss")
     return _weighted_reduce(square(x - t), weight, reduction, "mse_loss")
@@ -859,6 +869,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """|input - target|, reduced; with weight, 'mean' is sum(weight * ae) / sum(weight)."""
+    input, target = cast_float32(input, target)   # autocast: run in float32
     reduction = _reduction(reduction, size_average, reduce, "l1_loss")
     x, t = _pair_loss_operands(input, target, "l1_loss")
     return _weighted_reduce(_abs(x - t), weight, reduction, "l1_loss")
@@ -895,6 +906,7 @@ class BinaryCrossEntropy(Function):
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-(t log(x) + (1 - t) log(1 - x)) for probabilities x in [0, 1], each log clamped at -100."""
+    input, target = cast_float32(input, target)   # autocast: run in float32
     op = "binary_cross_entropy"
     reduction = _reduction(reduction, size_average, reduce, op)
     x = _float_tensor(input, op)
@@ -914,6 +926,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     """BCE of sigmoid(x), computed stably as (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)."""
+    input, target = cast_float32(input, target)   # autocast: run in float32
     op = "binary_cross_entropy_with_logits"
     reduction = _reduction(reduction, size_average, reduce, op)
     x = _float_tensor(input, op)

@@ -13,6 +13,7 @@ its tensor arguments, so each backward is another Function of this file (conv ->
 weight grad -> conv again; window gather <-> window scatter) and derivatives of any order work.
 """
 from ..autograd.function import Function
+from ..backends import backend_of_array
 from .reduction import Sum
 from .elementwise import MulScalar, mul
 
@@ -122,6 +123,11 @@ def _unpad_channels_last(xp, acc, x_shape, geom):
     return xp.ascontiguousarray(acc[:, :, pt:pt + h, pl:pl + w].transpose(1, 0, 2, 3))
 
 
+def _matmul(a, b, out=None):
+    """The backend's matmul (float16 products accumulate in float32 on every device)."""
+    return backend_of_array(a).matmul(a, b, out=out)
+
+
 def _grad_rows(xp, gy, g, gh, gw):
     """gy (N, O, OH, OW) as rows (G, O/G, N*gh*gw) on the column grid (zero past the output's edge)."""
     n, o, oh, ow = gy.shape
@@ -140,7 +146,7 @@ def _conv(xp, x, w, b, geom):
     oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
     flat = _flat_padded(xp, x, kh, kw, geom) if geom[0] == geom[1] == 1 else None
     cols = _im2col(xp, x, kh, kw, geom, flat)
-    y = xp.matmul(w.reshape(geom[8], o // geom[8], -1), cols).reshape(o, n, gh, gw)[:, :, :oh, :ow]
+    y = _matmul(w.reshape(geom[8], o // geom[8], -1), cols).reshape(o, n, gh, gw)[:, :, :oh, :ow]
     out = xp.empty((n, o, oh, ow), dtype=y.dtype)
     if b is None:
         out[...] = y.transpose(1, 0, 2, 3)
@@ -159,13 +165,13 @@ def _conv_weight_grad(xp, x, gy, w_shape, geom, kept=None, rows=None):
         rows = _grad_rows(xp, gy, g, gh, gw)
     if geom[0] != 1 or geom[1] != 1:
         cols = kept if kept is not None else _im2col(xp, x, kh, kw, geom)
-        return xp.matmul(rows, cols.transpose(0, 2, 1)).reshape(w_shape)
+        return _matmul(rows, cols.transpose(0, 2, 1)).reshape(w_shape)
     flat = kept if kept is not None else _flat_padded(xp, x, kh, kw, geom)
     m = rows.shape[2]
     c = g * cg
     gwt = xp.empty((kh * kw, g, o // g, cg), dtype=rows.dtype)
     for k, (_, _, off) in enumerate(_shifts(kh, kw, geom, gw)):
-        xp.matmul(rows, flat[off:off + c * m].reshape(g, cg, m).transpose(0, 2, 1), out=gwt[k])
+        _matmul(rows, flat[off:off + c * m].reshape(g, cg, m).transpose(0, 2, 1), out=gwt[k])
     return xp.ascontiguousarray(gwt.reshape(kh, kw, o, cg).transpose(2, 3, 0, 1))
 
 
@@ -180,7 +186,7 @@ def _conv_input_grad(xp, gy, w, x_shape, geom, rows=None):
     if rows is None:
         rows = _grad_rows(xp, gy, g, gh, gw)
     if geom[0] != 1 or geom[1] != 1:
-        dcols = xp.matmul(w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1), rows)
+        dcols = _matmul(w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1), rows)
         return _col2im(xp, dcols, x_shape, kh, kw, geom)
     m = n * gh * gw
     taps = _shifts(kh, kw, geom, gw)
@@ -188,7 +194,7 @@ def _conv_input_grad(xp, gy, w, x_shape, geom, rows=None):
     acc = xp.zeros(c * m + taps[-1][2], dtype=rows.dtype)
     part = xp.empty((g, cg, m), dtype=rows.dtype)
     for k, (_, _, off) in enumerate(taps):
-        xp.matmul(wt[k], rows, out=part)
+        _matmul(wt[k], rows, out=part)
         dst = acc[off:off + c * m].reshape(g, cg, m)
         dst += part
     return _unpad_channels_last(xp, acc[:c * m].reshape(c, n, gh, gw), x_shape, geom)

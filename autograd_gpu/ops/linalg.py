@@ -7,6 +7,7 @@ from ..dtypes import result_type
 from ..creation import eye, ones
 from .shape import sum_to, broadcast_shapes, broadcast_to
 from ._util import as_tensor
+from ..amp import cast_low
 
 __all__ = ["matmul", "dot", "outer", "tensordot", "einsum"]
 
@@ -17,7 +18,7 @@ class MatMul(Function):                   # the wrapper reshapes 1-D operands to
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return ctx.wrap(ctx.xp.matmul(a.data, b.data))
+        return ctx.wrap((ctx.device._backend or ctx.device.backend).matmul(a.data, b.data))
 
     @staticmethod
     def backward(ctx, grad):
@@ -59,8 +60,9 @@ def _matmul(a, b, op):
 
 
 def matmul(a, b):
-    """Matrix product with NumPy's rules: batched and broadcasting; 1-D operands are vectors."""
-    return _matmul(*_operands((a, b), "matmul"), "matmul")
+    """Matrix product with NumPy's rules: batched and broadcasting; 1-D operands are vectors. Under
+    autocast it runs in float16 (with float32 accumulation)."""
+    return _matmul(*cast_low(*_operands((a, b), "matmul")), "matmul")
 
 
 def dot(a, b):
