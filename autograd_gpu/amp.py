@@ -78,16 +78,17 @@ def _low(device):
 
 
 def cast_low(*xs):
-    """For a low-precision op: its floating Tensor inputs cast to the autocast dtype (unchanged when
-    autocast is off for their device)."""
+    """For a low-precision op: its float32 Tensor inputs cast to the autocast dtype (unchanged when
+    autocast is off for their device; float64 stays float64)."""
     if not _state.active:
         return xs
     ref = next((x for x in xs if isinstance(x, Tensor)), None)
     low = _low(ref.device) if ref is not None else None
     if low is None:
         return xs
-    return tuple(x.to(dtype=low) if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype != low else x
-                 for x in xs)
+    # float32 (and other low-range floats) go down; float64 is left alone, as in PyTorch
+    return tuple(x.to(dtype=low) if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype.itemsize == 4
+                 else x for x in xs)
 
 
 def cast_float32(*xs):
@@ -135,6 +136,8 @@ class GradScaler:
         if not self.enabled:
             return outputs
         if isinstance(outputs, Tensor):
+            if outputs.dtype == float16:          # scaling a float16 loss would overflow
+                outputs = outputs.to(dtype=float32)
             return outputs * self._scale
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)

@@ -33,8 +33,13 @@ def _track(x, name):
     if x.dtype.kind != "f":
         raise TypeError(f"{name}: can only differentiate with respect to floating-point Tensors, got {x.dtype}")
     if x.requires_grad and is_grad_enabled():
-        return x            # already in an outer graph: differentiate through it directly
+        return _alias(x)    # a fresh identity node: this transform's variable, still linked to the outer one
     return x.detach().requires_grad_()
+
+
+def _alias(x):
+    from .ops.misc import Alias
+    return Alias.apply(x)
 
 
 def _outer(args):
@@ -188,6 +193,7 @@ def jvp(f, primals, tangents):
         xs = tuple(_track(p, "jvp") for p in primals)
         out = f(*xs)
         outs = _as_tuple(out)
+        keep = keep or (is_grad_enabled() and _reaches_other_leaves(outs, xs))
         us = [o.detach() * 0 for o in outs]
         for u in us:
             u.requires_grad_()

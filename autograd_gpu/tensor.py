@@ -60,9 +60,11 @@ class _RetainGrad:
     def __call__(self, g):
         t = self.ref()
         if t is not None:
-            g = g if _grad_state.enabled else g.detach()
-            t.grad = g._copy() if t.grad is None and not _grad_state.enabled else (
-                g if t.grad is None else t.grad + g)
+            # a copy (differentiable when create_graph is on), so that no other .grad shares its memory
+            if t.grad is None:
+                t.grad = g.clone() if _grad_state.enabled else g.detach()._copy()
+            else:
+                t.grad = t.grad + (g if _grad_state.enabled else g.detach())
 
 
 class Tensor:
@@ -74,7 +76,8 @@ class Tensor:
     grad = None
     _hooks = None              # hooks of a leaf (a non-leaf's live on its grad_fn)
     _base = None               # the tensor this one is a view of
-    _version = None            # shared version counter [n], created on first write or view
+    _version = None            # shared counter [version, graph version], created on first write or view
+    _view_gv = 0               # for a view: the graph version of its base when the view was made
     __array_ufunc__ = None     # ndarray <op> Tensor defers to Tensor's reflected operator
 
     def __init__(self, data, requires_grad=False, device=None, dtype=None):
@@ -97,10 +100,12 @@ class Tensor:
         return t
 
     def version_counter(self):
-        """The shared, mutable version counter ([n]) of this tensor's memory, created on first use."""
+        """The shared, mutable counter of this tensor's memory, created on first use: [version, graph
+        version]. Every in-place write bumps the version (saved tensors are checked against it); a
+        write recorded in the graph also bumps the graph version (views are checked against it)."""
         v = self._version
         if v is None:
-            v = self._version = [0]
+            v = self._version = [0, 0]
         return v
 
     def _bump_version(self):

@@ -306,3 +306,54 @@ def test_max_of_empty_tensor_over_a_non_empty_dim_is_empty():
     assert x.grad.shape == (0, 3)
     with pytest.raises(ValueError, match="empty dimension"):
         x.max(dim=0)
+
+
+class PassThrough(ag.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return b                                  # returns one of its inputs
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None, grad
+
+
+def test_function_returning_an_input_gives_a_new_tensor_and_leaves_the_input_alone():
+    a = ag.tensor([1.0], requires_grad=True)
+    b = ag.tensor([2.0], requires_grad=True)
+    c = ag.tensor([3.0])
+    out = PassThrough.apply(a, c)
+    assert out is not c and not c.requires_grad and c.grad_fn is None and out.requires_grad
+    PassThrough.apply(a, b).sum().backward()
+    assert b.grad.tolist() == [1.0] and b.is_leaf
+
+
+def test_view_of_a_tensor_modified_in_place_cannot_be_used_in_the_graph():
+    x = ag.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = x * 1
+    v = b[:2]
+    early = v.sum()                               # used before the in-place op: fine
+    b.mul_(2)
+    with pytest.raises(RuntimeError, match="view of a tensor that was modified in place"):
+        v.sum()
+    (early + b.sum()).backward()
+    assert x.grad.tolist() == [3.0, 3.0, 2.0]
+
+
+def test_inplace_through_a_view_while_recording_raises():
+    w = ag.tensor([1.0, 2.0], requires_grad=True)
+    base = ag.zeros(3)
+    with pytest.raises(RuntimeError, match="in-place modification of a view"):
+        base[:2].add_(w)
+    with pytest.raises(RuntimeError, match="in-place modification of a view"):
+        base[:2][:] = w
+
+
+def test_retained_grad_is_not_shared_with_a_leaf_grad_under_create_graph():
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    y = x.clone()
+    y.retain_grad()
+    (y.clone() * 1.0).sum().backward(create_graph=True)
+    kept = y.grad
+    (x * 1.0).sum().backward()
+    assert kept.tolist() == [1.0, 1.0]

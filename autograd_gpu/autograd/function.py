@@ -24,6 +24,13 @@ Tensor = None          # set by autograd_gpu.tensor (it imports this module firs
 _new = object.__new__
 
 
+def _stale_view(cls, t):
+    raise RuntimeError(
+        f"{cls.__name__}: one of its inputs (shape {tuple(t.data.shape)}) is a view of a tensor that was modified "
+        "in place after the view was made, while gradients were recorded; the view's gradient would follow the "
+        "old value. Make the view again after the in-place op, or use out-of-place ops")
+
+
 class Function:
     """Base class of every differentiable op, built-in or user-defined.
 
@@ -54,8 +61,10 @@ class Function:
         t.requires_grad = False
         t.grad_fn = None
         if base is not None:
-            t._version = base.version_counter()
+            t._version = counter = base.version_counter()
             t._base = base if base._base is None else base._base
+            if counter[1]:
+                t._view_gv = counter[1]
         return t
 
     def save_for_backward(self, *tensors):
@@ -151,6 +160,9 @@ class Function:
             return cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
 
         # recording: one edge per argument, then forward with recording off
+        for a in args:
+            if isinstance(a, Tensor) and a._base is not None and a._version[1] != a._view_gv:
+                _stale_view(cls, a)
         n = len(args)
         if n == 1:
             a = args[0]
@@ -193,6 +205,8 @@ class Function:
                 out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
         finally:
             state.enabled = True
+        if out.__class__ is Tensor and any(out is a for a in args):
+            out = ctx._alias(out)                  # forward returned an input: its output is a new tensor
         if out.__class__ is Tensor and out.grad_fn is None and not out.requires_grad:
             out.grad_fn = ctx                      # the common case: one new output
             out.requires_grad = True
@@ -205,6 +219,10 @@ class Function:
         if _anomaly[0] and state.anomaly:
             ctx.__dict__["_trace"] = traceback.extract_stack()[:-1]
         return out
+
+    def _alias(self, t):
+        """A new Tensor on t's memory (and version counter), for an output that is one of the inputs."""
+        return self.wrap(t.data, base=t)
 
     def _record_outputs(self, out):
         outs = out if isinstance(out, tuple) else (out,)

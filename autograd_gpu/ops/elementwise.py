@@ -12,7 +12,7 @@ from ..autograd.grad_mode import state
 from ..tensor import Tensor
 from ..dtypes import scalar_result_dtype, result_type, get_default_dtype
 from ..backends import backend_of_array
-from .shape import broadcast_shapes, broadcast_to
+from .shape import broadcast_shapes, broadcast_to, sum_to
 from ._util import as_tensor
 
 _SQRT_2 = math.sqrt(2.0)
@@ -22,11 +22,15 @@ _2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 # --------------------------------------------------------------------------- operand preparation
 def _number(v):
-    """A Python scalar for v (Python numbers, NumPy scalars and 0-d host arrays), else None."""
-    if isinstance(v, (int, float)):        # includes bool and numpy.float64
+    """A Python scalar for v (Python numbers, NumPy scalars and 0-d host arrays), else None. NumPy
+    scalars become Python numbers so that they promote weakly (np.float64(2) * float32 stays float32)."""
+    c = v.__class__
+    if c is float or c is int or c is bool:
         return v
     if getattr(v, "ndim", None) == 0 and type(v).__module__ == "numpy":
         return v.item()
+    if isinstance(v, (int, float)):         # other subclasses of int and float
+        return float(v) if isinstance(v, float) else int(v)
     return None
 
 
@@ -238,7 +242,8 @@ class Pow(Function):
     def backward(ctx, grad):
         a, b, y = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
-        ga = grad * b * a ** (b - 1.0) if need_a else None
+        # at b == 0 the derivative in a is 0 (a ** (b - 1) would give 0 * inf = nan at a == 0)
+        ga = where(b == 0, 0.0, grad * b * a ** (b - 1.0)) if need_a else None
         # 0 ** b has derivative 0 in b for b > 0 (log(0) would give 0 * -inf = nan)
         gb = where(a == 0, 0.0, grad * y * log(where(a == 0, 1.0, a))) if need_b else None
         return ga, gb
@@ -949,13 +954,46 @@ def clamp(x, min=None, max=None):
         if v is not None and not isinstance(v, Tensor) and (_number(v) is None or isinstance(v, bool)):
             raise TypeError(f"clamp: expected {name} to be a number or a Tensor, got {type(v).__name__}")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        y = x if min is None else maximum(x, min)
-        return y if max is None else minimum(y, max)
+        lo = None if min is None else as_tensor(min, "clamp", like=x)
+        hi = None if max is None else as_tensor(max, "clamp", like=x)
+        return ClampTensor.apply(x, lo, hi)
     backend = x.device._backend or x.device.backend
     dt = x.data.dtype
+    for v in (min, max):
+        if v is not None:
+            rd = scalar_result_dtype(dt, _number(v), "clamp")
+            if rd != dt:                      # an int tensor clamped to 2.5 becomes the default float
+                x, dt = x.to(dtype=rd), rd
     lo = None if min is None else backend.scalar(_number(min), scalar_result_dtype(dt, _number(min), "clamp"))
     hi = None if max is None else backend.scalar(_number(max), scalar_result_dtype(dt, _number(max), "clamp"))
     return Clamp.apply(x, lo, hi)
+
+
+class ClampTensor(Function):
+    """clamp with Tensor bounds: x where it is inside [lo, hi] (boundaries included, as the scalar
+    form), else the bound; the gradient goes to x inside, to the bound it was clamped to outside."""
+
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        xp = ctx.xp
+        y = x.data
+        if lo is not None:
+            y = xp.maximum(y, lo.data)
+        if hi is not None:
+            y = xp.minimum(y, hi.data)
+        ctx.save_for_backward(x, lo, hi)
+        return ctx.wrap(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, lo, hi = ctx.saved_tensors
+        below = less(x, lo) if lo is not None else None
+        above = greater(x, hi) if hi is not None else None
+        outside = below if above is None else above if below is None else logical_or(below, above)
+        gx = where(outside, 0.0, grad)
+        glo = sum_to(where(below, grad, 0.0), lo.shape) if lo is not None and ctx.needs_input_grad[1] else None
+        ghi = sum_to(where(above, grad, 0.0), hi.shape) if hi is not None and ctx.needs_input_grad[2] else None
+        return sum_to(gx, x.shape), glo, ghi
 
 
 def clip(x, a_min=None, a_max=None):

@@ -189,13 +189,6 @@ class IndexPut(Function):
         return gx, gv, None, None
 
 
-def _bump_version(x):
-    """Count a direct write into x's memory (the counter is shared with x's views)."""
-    if x._version is None:                          # created lazily: nothing shares it yet
-        x._version = [0]
-    x._version[0] += 1
-
-
 def setitem(x, idx, v):
     """x[idx] = v in place, v (a Tensor or a number) broadcast to x[idx]'s shape; differentiable."""
     idx, basic = _prepare(x, idx, "setitem")

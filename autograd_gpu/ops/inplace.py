@@ -17,9 +17,10 @@ def check_inplace(x, recording, op):
     if recording and x.requires_grad and x.grad_fn is None:
         raise RuntimeError(f"{op}: a leaf tensor that requires grad cannot be modified in place while "
                            "gradients are recorded; do it under ag.no_grad() or use an out-of-place op")
-    if recording and x._base is not None and x._base.requires_grad:
-        raise RuntimeError(f"{op}: in-place modification of a view of a tensor that requires grad is not "
-                           "supported (the gradient of the base would be wrong); use an out-of-place op")
+    if recording and x._base is not None:
+        raise RuntimeError(f"{op}: in-place modification of a view while gradients are recorded is not "
+                           "supported (the base's gradient would be wrong); modify the base itself, or use "
+                           "out-of-place ops")
     if not getattr(x.data.flags, "writeable", True):
         raise RuntimeError(f"{op}: the tensor's memory is read-only (it is a broadcast view, e.g. from "
                            "expand/broadcast_to); call .clone() first")
@@ -47,7 +48,10 @@ def write_result(x, r, recording, op):
         r = r.to(dtype=x.dtype)
     xp = x.device.backend.xp
     xp.copyto(x.data, r.data)
-    x._bump_version()
+    counter = x.version_counter()
+    counter[0] += 1
+    if recording:
+        counter[1] += 1                    # the views of x now show values their graphs did not make
     if recording and r.requires_grad:
         if r.grad_fn is None:           # r is a leaf (e.g. copy_ from a parameter): x must not become one
             from .misc import clone

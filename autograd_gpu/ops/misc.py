@@ -35,6 +35,19 @@ def to_device(x, dev):
     return ToDevice.apply(x, dev)
 
 
+class Alias(Function):
+    """The same values and memory as x under a new identity: d(alias)/dx = 1. ag.func uses it to give
+    each transform its own variable (so nested transforms do not confuse their perturbations)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.wrap(x.data, base=x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
 class Clone(Function):
     @staticmethod
     def forward(ctx, x):
