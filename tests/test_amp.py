@@ -146,3 +146,14 @@ def test_mixed_precision_training_matches_float32_accuracy(device):
             return float((model(xte).argmax(dim=1) == yte).float().mean().item())
     full, mixed = train(False), train(True)
     assert full > 0.93 and mixed >= full - 0.015
+
+
+def test_grad_scaler_scales_a_float16_loss_in_float32():
+    s = ag.amp.GradScaler()
+    out = s.scale(ag.tensor(3.0, dtype=ag.float16))
+    assert out.dtype == ag.float32 and out.item() == 3.0 * 65536
+
+
+def test_autocast_leaves_float64_alone():
+    with ag.amp.autocast("cpu"):
+        assert (ag.ones(2, 2, dtype=ag.float64) @ ag.ones(2, 2, dtype=ag.float64)).dtype == ag.float64

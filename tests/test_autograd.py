@@ -357,3 +357,38 @@ def test_retained_grad_is_not_shared_with_a_leaf_grad_under_create_graph():
     kept = y.grad
     (x * 1.0).sum().backward()
     assert kept.tolist() == [1.0, 1.0]
+
+
+def test_autograd_grad_of_an_intermediate_runs_only_what_it_needs():
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    fired = []
+    x.register_hook(lambda g: fired.append(g))
+    y = x.exp()
+    (gy,) = ag.autograd.grad((y * 2).sum(), y)
+    assert gy.tolist() == [2.0, 2.0] and not fired       # nothing below y ran
+    y.sum().backward()                                    # and y's own graph was not freed
+    assert np.allclose(x.grad.numpy(), np.exp([1.0, 2.0])) and len(fired) == 1
+
+
+def test_pow_gradient_at_zero_to_the_zero_is_zero():
+    a = ag.tensor([0.0, 2.0], requires_grad=True)
+    e = ag.tensor([0.0, 0.0], requires_grad=True)
+    with np.errstate(all="ignore"):
+        (a ** e).sum().backward()
+    assert a.grad.tolist() == [0.0, 0.0]
+
+
+def test_numpy_scalars_promote_like_python_numbers():
+    x = ag.ones(2)
+    assert (x * np.float64(2.0)).dtype == ag.float32 and (np.float64(2.0) + x).dtype == ag.float32
+    assert (ag.tensor([1, 2]) * np.float64(0.5)).dtype == ag.float32
+    assert ag.clamp(ag.tensor([1, 5, 10]), min=2.5).dtype == ag.float32
+
+
+def test_clamp_with_tensor_bounds_passes_the_gradient_at_the_boundary():
+    x = ag.tensor([0.0, 1.0, 2.0], requires_grad=True)
+    lo = ag.tensor([1.0, 1.0, 1.0], requires_grad=True)
+    y = ag.clamp(x, min=lo)
+    y.sum().backward()
+    assert y.tolist() == [1.0, 1.0, 2.0]
+    assert x.grad.tolist() == [0.0, 1.0, 1.0] and lo.grad.tolist() == [1.0, 0.0, 0.0]

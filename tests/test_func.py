@@ -123,3 +123,24 @@ def test_transforms_of_closures_over_parameters_stay_differentiable(device):
     g = func.grad(lambda t: (w * t * t).sum())(x)       # 2 w x
     g.sum().backward()                                  # d/dw (2 w x) = 2 x
     assert g.item() == pytest.approx(12.0) and w.grad.item() == pytest.approx(6.0)
+
+
+def test_nested_transforms_do_not_confuse_their_variables():
+    # d/dx [ d/dy (x * y) at y = x ] = d/dx x = 1 (JAX gives 1; differentiating x * x would give 2)
+    g = func.grad(lambda x: func.grad(lambda y: x * y)(x))(ag.tensor(3.0))
+    assert g.item() == 1.0
+
+
+def test_jvp_of_a_closure_stays_differentiable_in_its_parameters():
+    w = ag.tensor([1.0, 2.0], requires_grad=True)
+    _, t = func.jvp(lambda x: w * x * x, (ag.tensor([3.0, 4.0]),), (ag.ones(2),))
+    t.sum().backward()
+    assert w.grad.tolist() == [6.0, 8.0]
+
+
+def test_hessian_of_prod_with_zeros_is_exact_and_symmetric():
+    H = func.hessian(lambda v: v.prod())
+    np.testing.assert_allclose(H(ag.tensor([0.0, 2.0, 3.0], dtype=ag.float64)).numpy(),
+                               [[0, 3, 2], [3, 0, 0], [2, 0, 0]])
+    np.testing.assert_allclose(H(ag.tensor([0.0, 0.0, 3.0], dtype=ag.float64)).numpy(),
+                               [[0, 3, 0], [3, 0, 0], [0, 0, 0]])

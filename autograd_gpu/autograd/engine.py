@@ -61,10 +61,14 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
         else:
             _add_grad(buffers, node, t._output_nr, g)
 
-    captured = None
+    captured = needed = None
     if inputs is not None:
         captured = {}
         wanted = {(t.grad_fn, t._output_nr) for t in inputs if t.grad_fn is not None}
+        wanted_leaves = {id(t) for t in inputs if t.grad_fn is None}
+        capture_nodes = {n for n, _ in wanted}
+        needed = _needed_nodes(list(buffers), wanted_leaves, capture_nodes)
+        leaf = {k: v for k, v in leaf.items() if k in wanted_leaves}
 
     state_anomaly = state.anomaly
     prev = state.enabled
@@ -82,6 +86,12 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
                                    "pass retain_graph=True to the first backward() if you need to call it twice")
             grads = buffers.pop(node)
             nxt = node._next
+            if needed is not None and node not in needed:
+                if node in capture_nodes:          # a requested input: keep its gradient, go no further
+                    for k, g in enumerate([grads] if node._n_out == 1 else grads):
+                        if g is not None and (node, k) in wanted:
+                            captured[(node, k)] = _run_hooks(node._hooks.get(k, ()), g) if node._hooks else g
+                continue
             if node._n_out == 1 and node._hooks is None and plain:
                 results = type(node).backward(node, grads)
                 if results.__class__ is not tuple or len(results) != len(nxt):
@@ -107,10 +117,13 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
                 if e.__class__ is tuple:
                     m, k = e
                 elif isinstance(e, Tensor):        # a leaf
-                    _add_leaf(leaf, e, g, add)
+                    if needed is None or id(e) in wanted_leaves:
+                        _add_leaf(leaf, e, g, add)
                     continue
                 else:
                     m, k = e, 0
+                if needed is not None and m not in needed and m not in capture_nodes:
+                    continue                       # leads to no requested input
                 if m._n_out == 1:
                     old = buffers.get(m)
                     if old is None:
@@ -147,6 +160,38 @@ def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward
     if captured is None:
         return None
     return [captured.get(id(t) if t.grad_fn is None else (t.grad_fn, t._output_nr)) for t in inputs]
+
+
+def _needed_nodes(roots, wanted_leaves, capture_nodes):
+    """The nodes whose backward leads to a requested input (a wanted leaf, or a node whose output is
+    wanted), found by one iterative post-order walk from the roots (PyTorch's exec_info)."""
+    Tensor = _function.Tensor
+    needed, visited = set(), set()
+    stack = [(n, False) for n in roots]
+    while stack:
+        n, done = stack.pop()
+        if done:
+            for e in n._next:
+                if e is None:
+                    continue
+                if isinstance(e, Tensor):
+                    if id(e) in wanted_leaves:
+                        needed.add(n)
+                    continue
+                m = e[0] if e.__class__ is tuple else e
+                if m in needed or m in capture_nodes:
+                    needed.add(n)
+            continue
+        if n in visited:
+            continue
+        visited.add(n)
+        stack.append((n, True))
+        for e in n._next:                          # in a DAG a child is complete before its parent
+            if e is not None and not isinstance(e, Tensor):
+                m = e[0] if e.__class__ is tuple else e
+                if m not in visited:
+                    stack.append((m, False))
+    return needed
 
 
 def _add_grad(buffers, node, k, g):

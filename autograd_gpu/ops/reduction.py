@@ -4,6 +4,7 @@ import builtins
 import math
 
 from ..autograd.function import Function
+from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from ..dtypes import get_default_dtype
 from .shape import broadcast_to, reshape
@@ -199,12 +200,34 @@ class Prod(Function):
         # no zero -> prod / x_i; one zero -> the product of the non-zeros at that zero, 0 elsewhere
         x, = ctx.saved_tensors
         axes, shape = ctx.axes, x.shape
+        if is_grad_enabled() and bool((x.data == 0).any()):
+            # building a graph of this gradient: the where() branches below would hide how the product
+            # of the others depends on the zeros, so use the exact (O(n^2) in the reduced size) form
+            return _regrow(grad, shape, axes, ctx.keepdims) * _product_of_others(x, axes), None, None
         zero = equal(x, 0)
         n_zero = _regrow(sum(zero, axes, True), shape, axes, True)
         x_nz = where(zero, 1.0, x)
         p_nz = _regrow(prod(x_nz, axes, True), shape, axes, True)
         others = where(zero, where(equal(n_zero, 1), p_nz, 0.0), where(equal(n_zero, 0), p_nz / x_nz, 0.0))
         return _regrow(grad, shape, axes, ctx.keepdims) * others, None, None
+
+
+def _product_of_others(x, axes):
+    """prod over the reduced axes of x with element i left out, for every i: row i of an n x n matrix
+    holds x with x_i replaced by 1 (n = the reduced size); differentiable to any order."""
+    keep = [d for d in range(x.ndim) if d not in axes]
+    xt = x.permute(*keep, *axes)
+    lead = xt.shape[:len(keep)]
+    n = 1
+    for d in axes:
+        n *= x.shape[d]
+    flat = xt.reshape(lead + (1, n))
+    eye = Tensor._make(x.device.backend.xp.eye(n, dtype=bool), x.device)
+    others = prod(where(eye, 1.0, flat), -1).reshape(xt.shape)
+    inverse = [0] * x.ndim
+    for i, d in enumerate(keep + list(axes)):
+        inverse[d] = i
+    return others.permute(*inverse)
 
 
 def prod(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
