@@ -159,30 +159,37 @@ class Function:
                     return cls.forward(ctx, *args, **kwargs)
             return cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
 
-        # recording: one edge per argument, then forward with recording off
-        for a in args:
-            if isinstance(a, Tensor) and a._base is not None and a._version[1] != a._view_gv:
-                _stale_view(cls, a)
+        # recording: one edge per argument (and no stale view among them), then forward, recording off
         n = len(args)
         if n == 1:
             a = args[0]
+            if a._base is not None and a._version[1] != a._view_gv:
+                _stale_view(cls, a)
             fn = a.grad_fn
             ctx._next = (a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr),)
             ctx.needs_input_grad = _TRUE1
         elif n == 2:
             a, b = args
             ea = eb = None
-            if isinstance(a, Tensor) and a.requires_grad:
-                fn = a.grad_fn
-                ea = a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr)
-            if isinstance(b, Tensor) and b.requires_grad:
-                fn = b.grad_fn
-                eb = b if fn is None else fn if b._output_nr == 0 else (fn, b._output_nr)
+            if isinstance(a, Tensor):
+                if a._base is not None and a._version[1] != a._view_gv:
+                    _stale_view(cls, a)
+                if a.requires_grad:
+                    fn = a.grad_fn
+                    ea = a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr)
+            if isinstance(b, Tensor):
+                if b._base is not None and b._version[1] != b._view_gv:
+                    _stale_view(cls, b)
+                if b.requires_grad:
+                    fn = b.grad_fn
+                    eb = b if fn is None else fn if b._output_nr == 0 else (fn, b._output_nr)
             ctx._next = (ea, eb)
             ctx.needs_input_grad = _NEEDS2[ea is not None][eb is not None]
         else:
             needs, edges = [], []
             for a in args:
+                if isinstance(a, Tensor) and a._base is not None and a._version[1] != a._view_gv:
+                    _stale_view(cls, a)
                 if isinstance(a, Tensor) and a.requires_grad:
                     needs.append(True)
                     fn = a.grad_fn
@@ -205,7 +212,8 @@ class Function:
                 out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
         finally:
             state.enabled = True
-        if out.__class__ is Tensor and any(out is a for a in args):
+        if out.__class__ is Tensor and (out is args[0] if n == 1 else (out is args[0] or out is args[1]) if n == 2
+                                        else any(out is a for a in args)):
             out = ctx._alias(out)                  # forward returned an input: its output is a new tensor
         if out.__class__ is Tensor and out.grad_fn is None and not out.requires_grad:
             out.grad_fn = ctx                      # the common case: one new output
