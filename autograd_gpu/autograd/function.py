@@ -132,74 +132,90 @@ class Function:
     def apply(cls, *args, **kwargs):
         """Run forward on ``args``; when recording and some Tensor argument requires grad, make the
         outputs non-leaves whose ``grad_fn`` is this call's node."""
-        dev = None
-        record = False
-        for a in args:
+        # The hottest code of the library: one pass over the arguments finds the device, checks it,
+        # and (when recording) builds the edges; ops of one and two arguments take a straight path.
+        n = len(args)
+        edges = None
+        if n == 1:
+            a = args[0]
             if isinstance(a, Tensor):
-                d = a.device
-                if dev is None:
-                    dev = d
-                elif d is not dev:
-                    raise RuntimeError(f"{cls.__name__}: expected all tensors on one device, got {dev} "
-                                       f"and {d}; move one with .to()")
-                if a.requires_grad:
-                    record = True
-        if dev is None:
-            dev = get_default_device()
+                dev = a.device
+                if a.requires_grad and state.enabled:
+                    if a._base is not None and a._version[1] != a._view_gv:
+                        _stale_view(cls, a)
+                    fn = a.grad_fn
+                    edges = (a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr),)
+                    needs = _TRUE1
+            else:
+                dev = get_default_device()
+        elif n == 2:
+            a, b = args
+            ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+            dev = a.device if ta else b.device if tb else get_default_device()
+            if ta and tb and b.device is not dev:
+                raise RuntimeError(f"{cls.__name__}: expected all tensors on one device, got {dev} "
+                                   f"and {b.device}; move one with .to()")
+            ra, rb = ta and a.requires_grad, tb and b.requires_grad
+            if (ra or rb) and state.enabled:
+                ea = eb = None
+                if ta:
+                    if a._base is not None and a._version[1] != a._view_gv:
+                        _stale_view(cls, a)
+                    if ra:
+                        fn = a.grad_fn
+                        ea = a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr)
+                if tb:
+                    if b._base is not None and b._version[1] != b._view_gv:
+                        _stale_view(cls, b)
+                    if rb:
+                        fn = b.grad_fn
+                        eb = b if fn is None else fn if b._output_nr == 0 else (fn, b._output_nr)
+                edges = (ea, eb)
+                needs = _NEEDS2[ra][rb]
+        else:
+            dev = None
+            record = False
+            for a in args:
+                if isinstance(a, Tensor):
+                    if dev is None:
+                        dev = a.device
+                    elif a.device is not dev:
+                        raise RuntimeError(f"{cls.__name__}: expected all tensors on one device, got {dev} "
+                                           f"and {a.device}; move one with .to()")
+                    record = record or a.requires_grad
+            if dev is None:
+                dev = get_default_device()
+            if record and state.enabled:
+                needs, lst = [], []
+                for a in args:
+                    if isinstance(a, Tensor):
+                        if a._base is not None and a._version[1] != a._view_gv:
+                            _stale_view(cls, a)
+                        if a.requires_grad:
+                            needs.append(True)
+                            fn = a.grad_fn
+                            lst.append(a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr))
+                            continue
+                    needs.append(False)
+                    lst.append(None)
+                needs = tuple(needs)
+                needs = _interned.setdefault(needs, needs)
+                edges = tuple(lst)
         backend = dev._backend or dev.backend
         ctx = _new(cls)
         ctx.xp = backend.xp
         ctx.device = dev
         ctx._saved = None
-        if not (record and state.enabled):
-            n = len(args)
+        if edges is None:
             ctx.needs_input_grad = _FALSES[n] if n < 8 else (False,) * n
             if backend.context is not None:
                 with backend.context():
                     return cls.forward(ctx, *args, **kwargs)
             return cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
 
-        # recording: one edge per argument (and no stale view among them), then forward, recording off
-        n = len(args)
-        if n == 1:
-            a = args[0]
-            if a._base is not None and a._version[1] != a._view_gv:
-                _stale_view(cls, a)
-            fn = a.grad_fn
-            ctx._next = (a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr),)
-            ctx.needs_input_grad = _TRUE1
-        elif n == 2:
-            a, b = args
-            ea = eb = None
-            if isinstance(a, Tensor):
-                if a._base is not None and a._version[1] != a._view_gv:
-                    _stale_view(cls, a)
-                if a.requires_grad:
-                    fn = a.grad_fn
-                    ea = a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr)
-            if isinstance(b, Tensor):
-                if b._base is not None and b._version[1] != b._view_gv:
-                    _stale_view(cls, b)
-                if b.requires_grad:
-                    fn = b.grad_fn
-                    eb = b if fn is None else fn if b._output_nr == 0 else (fn, b._output_nr)
-            ctx._next = (ea, eb)
-            ctx.needs_input_grad = _NEEDS2[ea is not None][eb is not None]
-        else:
-            needs, edges = [], []
-            for a in args:
-                if isinstance(a, Tensor) and a._base is not None and a._version[1] != a._view_gv:
-                    _stale_view(cls, a)
-                if isinstance(a, Tensor) and a.requires_grad:
-                    needs.append(True)
-                    fn = a.grad_fn
-                    edges.append(a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr))
-                else:
-                    needs.append(False)
-                    edges.append(None)
-            needs = tuple(needs)
-            ctx.needs_input_grad = _interned.setdefault(needs, needs)
-            ctx._next = tuple(edges)
+        # recording: the node's edges, then forward with recording off
+        ctx.needs_input_grad = needs
+        ctx._next = edges
         ctx._hooks = None
         ctx._freed = False
         ctx._seq = _next_seq()
