@@ -1,5 +1,5 @@
 """Dtype aliases (the NumPy dtype objects), the default float dtype, and how Python scalars promote."""
-from .backends import dtype as _dtype, host_asarray, result_type
+from .backends import dtype as _dtype, host_asarray, result_type  # noqa: F401  (used as dtypes.*)
 
 __all__ = ["float16", "float32", "float64", "int32", "int64", "bool_", "uint8", "int8", "int16",
            "set_default_dtype", "get_default_dtype"]

@@ -14,8 +14,6 @@ with allow_pickle=False and validates the manifest, so a damaged or foreign file
 """
 import json
 import os
-import zipfile
-import zlib
 
 import numpy as np   # host-only file-format helper: tensors reach it as host NumPy arrays via .numpy()
 
@@ -123,9 +121,11 @@ def _load_from(f, name, relocate):
                          f"ag.save, got a file starting with {head!r}")
     try:
         archive = np.load(f, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+    except MemoryError:
+        raise
+    except Exception as e:     # zipfile and NumPy's header parser fail in many ways on damaged bytes
         raise ValueError(f"load: {name} is damaged or not an autograd_gpu file (cannot open it as the .npz "
-                         f"archive ag.save writes: {e})") from None
+                         f"archive ag.save writes: {type(e).__name__}: {e})") from None
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise ValueError(f"load: {name} is a plain .npy array, not an autograd_gpu file written by ag.save")
     with archive:
@@ -147,8 +147,8 @@ def _read_manifest(archive, name):
         raise ValueError(f"load: {name}: expected the manifest as a 1-D uint8 array, got {raw.dtype} of shape {raw.shape}")
     try:
         manifest = json.loads(raw.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"load: {name}: the manifest is not valid UTF-8 JSON ({e})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"load: {name}: the manifest is not valid UTF-8 JSON ({type(e).__name__}: {e})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         got = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
         raise ValueError(f"load: {name}: expected format {FORMAT!r}, got {got!r}")
@@ -165,7 +165,9 @@ def _array(archive, key, name):
     """archive[key], turning every way a damaged member fails into a ValueError naming the file."""
     try:
         return archive[key]
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as e:
+    except MemoryError:
+        raise
+    except Exception as e:     # a damaged member: bad zip data, a garbled .npy header, an odd compression
         raise ValueError(f"load: {name}: cannot read array {key!r} ({type(e).__name__}: {e}); the file is "
                          "damaged or was not written by ag.save") from None
 

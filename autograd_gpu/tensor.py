@@ -1,10 +1,9 @@
 """Tensor: a backend array plus autograd metadata, and operator overloads that call ops (no math here)."""
 import weakref
 
-from . import autograd as _autograd_pkg  # noqa: F401  (makes autograd.function importable first)
 from .autograd import function as _function
 from .autograd.grad_mode import state as _grad_state
-from .backends import backend_of_array, get_backend, SCALAR_TYPES, as_ndarray
+from .backends import backend_of_array, SCALAR_TYPES, as_ndarray
 from .device import Device, device as _parse_device, get_default_device
 from . import dtypes as _dtypes
 

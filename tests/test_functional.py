@@ -404,3 +404,27 @@ def test_mse_and_l1_warn_on_broadcast(device):
     with pytest.warns(UserWarning, match="target size"):
         F.mse_loss(_t(np.zeros((3, 1)), device), _t(np.zeros(3), device))
     np.testing.assert_allclose(F.l1_loss(_t([1.0, -2.0], device), _t([0.0, 0.0], device), reduction="sum").item(), 3.0)
+
+
+def test_losses_with_every_target_ignored_are_nan_with_zero_gradients():
+    import warnings
+    x = ag.tensor(np.zeros((2, 3)), requires_grad=True)
+    t = ag.tensor(np.array([-100, -100]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for loss in (F.cross_entropy(x, t), F.nll_loss(x, t), F.cross_entropy(x, t, label_smoothing=0.1)):
+            x.grad = None
+            loss.backward()
+            assert np.isnan(loss.item()) and x.grad.tolist() == [[0.0] * 3] * 2
+
+
+def test_binary_cross_entropy_rejects_nan_probabilities():
+    with pytest.raises(ValueError, match="probabilities in \\[0, 1\\]"):
+        F.binary_cross_entropy(ag.tensor([np.nan, 0.5]), ag.tensor([1.0, 0.0]))
+
+
+def test_max_pool_window_of_minus_inf_routes_the_gradient_to_an_input():
+    x = ag.tensor(np.full((1, 1, 2, 2), -np.inf), requires_grad=True)
+    y, idx = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    y.sum().backward()
+    assert idx.tolist() == [[[[0]]]] and x.grad.numpy().ravel().tolist() == [1.0, 0.0, 0.0, 0.0]

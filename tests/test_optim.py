@@ -418,3 +418,23 @@ def test_mlp_reaches_full_accuracy_on_separable_data(make_opt_fn, device):
     with ag.no_grad():
         acc = (model(x).numpy().argmax(1) == y_np).mean()
     assert acc == 1.0, f"accuracy {acc} after {step + 1} steps"
+
+
+def test_exponential_lr_resumed_starts_at_the_saved_lr():
+    p = ag.nn.Parameter(ag.ones(1))
+    opt = ag.optim.SGD([{"params": [p], "lr": 0.1, "initial_lr": 0.1}])
+    sched = ag.optim.lr_scheduler.ExponentialLR(opt, 0.5, last_epoch=3)
+    assert sched.get_last_lr() == [0.1]
+
+
+def test_optimizer_state_dict_without_newer_options_loads_with_defaults():
+    p = ag.nn.Parameter(ag.ones(2))
+    opt = ag.optim.Adam([p], lr=0.1)
+    sd = opt.state_dict()
+    for group in sd["param_groups"]:
+        group.pop("amsgrad")
+    fresh = ag.optim.Adam([p], lr=0.1)
+    fresh.load_state_dict(sd)
+    p.grad = ag.ones(2)
+    fresh.step()
+    assert fresh.param_groups[0]["amsgrad"] is False

@@ -320,3 +320,17 @@ def test_cyclic_structure_is_an_error(tmp_path):
     a.append(a)
     with pytest.raises(ValueError, match=r"obj\[1\] contains itself"):
         save(a, tmp_path / "f.agt")
+
+
+def test_load_of_a_damaged_header_or_member_is_a_value_error():
+    import io
+    buf = io.BytesIO()
+    ag.save({"w": ag.ones(10000)}, buf)
+    raw = buf.getvalue()
+    k = raw.index(b"}", raw.index(b"{'descr'"))
+    i = raw.index(b"PK\x01\x02")
+    odd_compression = bytearray(raw)
+    odd_compression[i + 10] = 99
+    for bad in (raw[:k] + b"(" + raw[k + 1:], bytes(odd_compression)):
+        with pytest.raises(ValueError, match="damaged"):
+            ag.load(io.BytesIO(bad))

@@ -17,7 +17,7 @@ from ..dtypes import result_type
 from ..ops import conv as _conv
 from ..ops._util import as_tensor, normalize_dim
 from ..ops.elementwise import (Mul, Softplus, mul, where, clamp, log, exp, rsqrt, abs as _abs, square,
-                               greater, relu as _relu, leaky_relu as _leaky_relu, elu as _elu, gelu as _gelu,
+                               greater, equal, relu as _relu, leaky_relu as _leaky_relu, elu as _elu, gelu as _gelu,
                                silu as _silu, sigmoid as _sigmoid, tanh as _tanh, softplus as _softplus)
 from ..ops.reduction import Sum
 from ..ops.linalg import MatMul, matmul
@@ -702,8 +702,9 @@ class NllLoss(Function):
             out = losses.sum()
             if reduction == "mean":
                 total = coef.sum()
-                out = out / total
-                scale = coef / total
+                out = out / total                      # every target ignored: nan, as in PyTorch...
+                nonzero = total != 0                   # ...but a zero gradient, not 0/0 = nan
+                scale = xp.where(nonzero, coef, 0) / xp.where(nonzero, total, 1)
             losses = out
         ctx.idx, ctx.scale, ctx.shape = idx, scale, logp.data.shape
         return ctx.wrap(losses)
@@ -818,7 +819,8 @@ def _smooth_term(logp, w, valid, safe, reduction):
     if reduction == "sum":
         return total
     denom = mask.sum() if w is None else (Tensor._make(w.data[safe], logp.device) * mask).sum()
-    return total / denom
+    none = equal(denom, 0)                      # every target ignored: nan, with a zero gradient
+    return where(none, float("nan"), total / where(none, 1.0, denom))
 
 
 def _soft_cross_entropy(x, t, w, cdim, reduction, label_smoothing):
@@ -913,7 +915,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     t = _float_tensor(target, op, "target", like=x)
     if t.shape != x.shape:
         raise ValueError(f"{op}: expected a target of the input's shape {x.shape}, got {t.shape}")
-    if x.numel() and (float(x.data.min()) < 0 or float(x.data.max()) > 1):
+    xd = x.data
+    if x.numel() and not bool(((xd >= 0) & (xd <= 1)).all()):      # NaN fails this too, as in PyTorch
         raise ValueError(f"{op}: all elements of input should be probabilities in [0, 1]; apply sigmoid first or "
                          "use binary_cross_entropy_with_logits")
     x, t = _same_dtype(op, x, t)

@@ -301,15 +301,28 @@ def _max_slabs(xp, a, kh, kw, geom, oh, ow):
     return _stacked_windows(xp, _pad(xp, a, pt, pb, pl, pr, -float("inf")), kh, kw, geom, oh, ow)
 
 
-def _first_max(slabs, y):
-    """Per window, the tap index of the first maximum: the count of leading taps that miss it."""
+def _first_max(slabs, y, real=None):
+    """Per window, the tap index of the first maximum: the count of leading taps that miss it. ``real``
+    (taps, 1, 1, oh, ow) marks the taps on the input, not on padding: a padding tap is always a miss,
+    so a window of -inf inputs still routes its gradient to an input, as in PyTorch."""
     k = slabs.shape[0]
     miss = slabs[0] != y
+    if real is not None:
+        miss |= ~real[0]
     idx = miss.astype("int16" if k > 127 else "int8")
     for i in range(1, k - 1):
-        miss &= slabs[i] != y
+        miss &= (slabs[i] != y) | ~real[i] if real is not None else slabs[i] != y
         idx += miss
     return idx
+
+
+def _real_taps(xp, shape, kh, kw, geom, oh, ow):
+    """For padded pooling: which window taps fall on the input (True) rather than the padding."""
+    _, _, pt, pb, pl, pr, _, _, _ = geom
+    if not (pt or pb or pl or pr):
+        return None
+    inside = xp.ones((1, 1) + tuple(shape[2:]), dtype=bool)
+    return _stacked_windows(xp, _pad(xp, inside, pt, pb, pl, pr, False), kh, kw, geom, oh, ow)
 
 
 class MaxPool2d(Function):
@@ -319,7 +332,8 @@ class MaxPool2d(Function):
     def forward(ctx, x, kh, kw, geom, oh, ow):
         slabs = _max_slabs(ctx.xp, x.data, kh, kw, geom, oh, ow)
         y = slabs.max(axis=0)
-        ctx.idx = _first_max(slabs, y) if ctx.needs_input_grad[0] else None
+        ctx.idx = (_first_max(slabs, y, _real_taps(ctx.xp, x.data.shape, kh, kw, geom, oh, ow))
+                   if ctx.needs_input_grad[0] else None)
         ctx.x_shape, ctx.kernel, ctx.geom = x.data.shape, (kh, kw), geom
         return ctx.wrap(y)
 
@@ -331,7 +345,7 @@ class MaxPool2d(Function):
 def max_pool_indices(xp, a, kh, kw, geom, oh, ow):
     """PyTorch's return_indices: the flat index (into H*W of the input) of each window's first maximum."""
     slabs = _max_slabs(xp, a, kh, kw, geom, oh, ow)
-    k = _first_max(slabs, slabs.max(axis=0)).astype("int64")
+    k = _first_max(slabs, slabs.max(axis=0), _real_taps(xp, a.shape, kh, kw, geom, oh, ow)).astype("int64")
     sh, sw, pt, _, pl, _, dh, dw, _ = geom
     rows = xp.arange(oh).reshape(-1, 1) * sh - pt + (k // kw) * dh
     cols = xp.arange(ow).reshape(1, -1) * sw - pl + (k % kw) * dw

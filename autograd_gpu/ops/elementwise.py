@@ -11,7 +11,6 @@ from ..autograd.function import Function
 from ..autograd.grad_mode import state
 from ..tensor import Tensor
 from ..dtypes import scalar_result_dtype, result_type, get_default_dtype
-from ..backends import backend_of_array
 from .shape import broadcast_shapes, broadcast_to, sum_to
 from ._util import as_tensor
 

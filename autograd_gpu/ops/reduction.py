@@ -8,7 +8,7 @@ from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from ..dtypes import get_default_dtype
 from .shape import broadcast_to, reshape
-from .elementwise import where, equal, sqrt, abs as _abs, log, exp, maximum
+from .elementwise import where, equal, sqrt, abs as _abs, exp, maximum
 from ._util import as_tensor, normalize_dims, normalize_dim, pick
 
 __all__ = ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "prod", "logsumexp", "norm",

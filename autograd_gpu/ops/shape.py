@@ -2,7 +2,6 @@
 import builtins
 
 from ..autograd.function import Function
-from ..autograd.grad_mode import state
 from ..tensor import Tensor
 from ..dtypes import result_type
 from ._util import as_tensor, normalize_dim, normalize_dims, shape_arg, pick

@@ -108,7 +108,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        if self.last_epoch == 0:
+        if self.last_epoch == 0 or self._initial:     # constructing (also when resuming): no step yet
             return self._current()
         return [lr * self.gamma for lr in self._current()]
 

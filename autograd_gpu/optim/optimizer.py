@@ -164,6 +164,8 @@ class Optimizer:
         new_groups = []
         for s, g in zip(saved, self.param_groups):
             new = {k: (tuple(v) if isinstance(v, list) and k != "params" else v) for k, v in s.items()}
+            for k, v in self.defaults.items():      # options newer than the saved dict keep their defaults
+                new.setdefault(k, v)
             new["params"] = g["params"]
             new_groups.append(new)
         self.param_groups = new_groups
