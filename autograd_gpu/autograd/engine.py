@@ -46,7 +46,7 @@ def _owned(g, given):
     return g
 
 
-def run_backward(roots, retain_graph, create_graph, inputs=None, where="backward"):
+def run_backward(roots, retain_graph, create_graph, inputs=None):
     """roots: [(tensor, grad)]. Without ``inputs`` accumulate into leaves' .grad and return None;
     with ``inputs`` (a list of tensors) return their gradients instead and leave .grad alone."""
     Tensor = _function.Tensor
@@ -306,7 +306,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if retain_graph is None:
         retain_graph = create_graph
     roots = [(t, _check_root(t, g, "grad")) for t, g in zip(outputs, grad_outputs)]
-    got = run_backward(roots, retain_graph, create_graph, inputs=list(inputs), where="grad")
+    got = run_backward(roots, retain_graph, create_graph, inputs=list(inputs))
     for i, g in enumerate(got):
         if g is None and not allow_unused:
             raise RuntimeError(f"grad: input {i} (shape {inputs[i].shape}) was not used to compute the "

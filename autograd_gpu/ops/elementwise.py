@@ -88,6 +88,10 @@ def _binary(op, tensor_fn, scalar_fn, rscalar_fn, doc):
                 if ad.shape != bd.shape or (a.requires_grad or b.requires_grad) and ad.dtype != bd.dtype:
                     a, b = _tensor_pair(a, b, op)      # align for the graph, or a clear shape error
                 return tensor_fn(a, b)
+            c = b.__class__
+            if (c is float or c is int) and a.data.dtype.kind == "f" and (
+                    a.device._backend or a.device.backend).weak_scalars:
+                return scalar_fn(a, b)                 # the common case: float tensor, Python number
             v = _number(b)
             if v is None:
                 return f(a, as_tensor(b, op, like=a))

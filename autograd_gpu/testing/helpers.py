@@ -10,19 +10,31 @@ def devices():
 
 
 def make_arrays(shapes, dtype, domain=(-2.0, 2.0), avoid=(), seed=0, kinds=None):
-    """NumPy inputs of the given shapes, uniform in ``domain`` and at least 0.05 away from each point
-    in ``avoid`` (kinks and poles); integer kinds ("int", "bool", "index:N") per input when given."""
+    """NumPy inputs of the given shapes in ``domain``, at least 0.05 away from each point in ``avoid``
+    (kinks and poles); integer kinds ("int", "bool", "index:N") per input when given.
+
+    The float values of all inputs together are a shuffled, jittered grid over the domain, so no two
+    are closer than about half the grid step: max-like ops (max, pooling, maximum, clamp) then have
+    no near-ties, which would make finite differences straddle the argmax."""
     rng = np.random.default_rng(seed)
-    out = []
-    for j, shape in enumerate(shapes):
-        kind = kinds[j] if kinds else None
+    kinds = kinds or [None] * len(shapes)
+    floats = [j for j, k in enumerate(kinds) if k is None or k == "int"]
+    total = sum(int(np.prod(shapes[j], dtype=np.int64)) for j in floats)
+    lo, hi = domain
+    step = (hi - lo) / (total + 1)
+    grid = lo + step * (np.arange(1, total + 1) + rng.uniform(-0.25, 0.25, total))
+    rng.shuffle(grid)
+    out, used = [], 0
+    for shape, kind in zip(shapes, kinds):
         if kind == "bool":
             out.append(rng.random(shape) > 0.5)
             continue
         if kind and kind.startswith("index:"):
             out.append(rng.integers(0, int(kind.split(":")[1]), size=shape))
             continue
-        a = rng.uniform(domain[0], domain[1], size=shape)
+        n = int(np.prod(shape, dtype=np.int64))
+        a = grid[used:used + n].reshape(shape)
+        used += n
         for p in avoid:
             close = np.abs(a - p) < 0.05
             a = np.where(close, p + np.where(a >= p, 0.1, -0.1), a)
