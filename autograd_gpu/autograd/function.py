@@ -2,8 +2,10 @@
 
 A call ``Fn.apply(*args)`` creates one instance of ``Fn``; that instance is both the ``ctx`` that
 ``forward`` and ``backward`` receive and the graph node stored as the outputs' ``grad_fn``. Its
-``_next`` holds one edge per argument: ``(node, output_nr)`` for an input made by another op,
-``(None, tensor)`` for a leaf that requires grad, ``None`` for anything that needs no gradient.
+``_next`` holds one edge per argument: the node that made the input (``(node, output_nr)`` when
+output_nr > 0), the input Tensor itself for a leaf that requires grad, or None when no gradient is
+needed. Edges are this compact, and saved tensors kept in the tuple save_for_backward received,
+because every object a node keeps alive is one more for Python's cyclic GC to walk.
 """
 import itertools
 import traceback
@@ -239,7 +241,7 @@ class Function:
             if ctx._saved is not None:
                 ctx._pack_saved((out,))
         else:
-            ctx._record_outputs(out)
+            out = ctx._record_outputs(out, args)
         if _anomaly[0] and state.anomaly:
             ctx.__dict__["_trace"] = traceback.extract_stack()[:-1]
         return out
@@ -248,24 +250,28 @@ class Function:
         """A new Tensor on t's memory (and version counter), for an output that is one of the inputs."""
         return self.wrap(t.data, base=t)
 
-    def _record_outputs(self, out):
+    def _record_outputs(self, out, args):
+        """Mark the outputs of a forward that returned a tuple (or something unusual)."""
         outs = out if isinstance(out, tuple) else (out,)
-        self._n_out = len(outs)
-        if self._n_out > 1:
-            self._out_meta = [(o.data.shape, o.data.dtype) if isinstance(o, Tensor) else None for o in outs]
-        for i, o in enumerate(outs):
+        for o in outs:
             if not isinstance(o, Tensor):
                 raise TypeError(f"{type(self).__name__}.forward must return Tensors (wrap arrays with ctx.wrap), "
                                 f"got {type(o).__name__}")
-            if isinstance(o, Tensor):
-                if o.grad_fn is not None or o.requires_grad:
-                    raise RuntimeError(f"{type(self).__name__}.forward returned an input or a tensor "
-                                       "already in the graph; return a new Tensor (e.g. x.clone())")
-                o.grad_fn = self
-                o.requires_grad = True
-                o._output_nr = i
+        # an input returned as an output becomes a new tensor on the same memory, as in PyTorch
+        outs = tuple(self._alias(o) if any(o is a for a in args) else o for o in outs)
+        self._n_out = len(outs)
+        if self._n_out > 1:
+            self._out_meta = [(o.data.shape, o.data.dtype) for o in outs]
+        for i, o in enumerate(outs):
+            if o.grad_fn is not None or o.requires_grad:
+                raise RuntimeError(f"{type(self).__name__}.forward returned a tensor that is already in the "
+                                   "graph; return a new Tensor (e.g. x.clone())")
+            o.grad_fn = self
+            o.requires_grad = True
+            o._output_nr = i
         if self._saved is not None:
             self._pack_saved(outs)
+        return outs if isinstance(out, tuple) else outs[0]
 
     def _pack_saved(self, outs):
         """Record the saved tensors' versions (None: all still 0) and store saved outputs without
