@@ -257,17 +257,8 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         """Reset every parameter's gradient: to None (default) or to zeros in place."""
-        for p in self.parameters():
-            g = p.grad
-            if g is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                if g.grad_fn is not None or g.requires_grad:
-                    g = p.grad = g.detach()
-                g.data.fill(0)
-                g._bump_version()
+        from .utils import zero_grads
+        zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn):
         """Call ``fn(module)`` on every child (recursively) and then on this module; returns self."""

@@ -3,7 +3,7 @@ import math
 
 from ..tensor import Tensor
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "zero_grads"]
 
 
 def _tensors(parameters, op):
@@ -89,3 +89,20 @@ def vector_to_parameters(vec, parameters):
         p.data[...] = vec.data[i:i + n].reshape(p.shape).astype(p.dtype)
         p._bump_version()
         i += n
+
+
+def zero_grads(parameters, set_to_none=True):
+    """Reset the gradients of ``parameters``: to None (default) or to zeros in place (a gradient that is
+    part of a graph, from create_graph=True, is detached first). Module.zero_grad and
+    Optimizer.zero_grad both call this."""
+    for p in parameters:
+        g = p.grad
+        if g is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            if g.grad_fn is not None or g.requires_grad:
+                g = p.grad = g.detach()
+            g.data.fill(0)
+            g._bump_version()

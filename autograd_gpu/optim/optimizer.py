@@ -91,18 +91,8 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Reset the gradients of all optimized parameters: to None (default) or to zeros in place."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    if g.grad_fn is not None or g.requires_grad:
-                        g = p.grad = g.detach()
-                    g.data.fill(0)
-                    g._bump_version()
+        from ..nn.utils import zero_grads
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; ``closure`` re-evaluates and returns the loss."""
