@@ -5,7 +5,7 @@ import warnings
 
 from ..tensor import Tensor
 
-__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_", "eye_", "xavier_uniform_",
+__all__ = ["default_init_", "calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_", "eye_", "xavier_uniform_",
            "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_", "orthogonal_"]
 
 _LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -175,3 +175,13 @@ def orthogonal_(tensor, gain=1.0):
     if rows < cols:
         q = q.T
     return _write(tensor, (q * gain).reshape(tensor.shape))
+
+
+def default_init_(weight, bias=None):
+    """PyTorch's default for Linear and Conv layers: weight kaiming_uniform_(a=sqrt(5)), i.e.
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the bias uniform on the same bound."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _fans(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)

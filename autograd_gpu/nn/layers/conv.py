@@ -1,5 +1,4 @@
 """Conv1d and Conv2d: weight (out_channels, in_channels // groups, *kernel_size), PyTorch's default init."""
-import math
 
 from ..module import Module
 from ..parameter import Parameter
@@ -53,12 +52,7 @@ class _ConvNd(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        # kaiming_uniform_(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups * prod(kernel)
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        init.default_init_(self.weight, self.bias)     # fan_in = in/groups * prod(kernel)
 
     def extra_repr(self):
         n = self._n

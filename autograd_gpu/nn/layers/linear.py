@@ -1,5 +1,4 @@
 """Linear (y = x W^T + b), Identity, Flatten, Embedding."""
-import math
 
 from ..module import Module
 from ..parameter import Parameter
@@ -40,12 +39,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        # kaiming_uniform_(a=sqrt(5)) gives U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as does the bias
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.in_features
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        init.default_init_(self.weight, self.bias)
 
     def forward(self, x):
         return F.linear(x, self.weight, self.bias)
