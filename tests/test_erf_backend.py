@@ -15,20 +15,27 @@ _mod = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_mod)
 erf = _mod.erf
 
-TOL = 1e-15
-
 
 def _reference(x):
+    """math.erf of every element of x, in float64 and flattened."""
     return np.array([math.erf(v) for v in np.asarray(x, dtype=np.float64).ravel()])
 
 
-def _max_err(x):
-    return np.max(np.abs(erf(x) - _reference(x)))
+def assert_within_1ulp(got, x):
+    """got == erf(x) within the 1 ulp (of x's float dtype) that _erf.py promises.
+
+    Never bit-equality: math.erf comes from the platform's libm, and two
+    implementations with errors below 1 ulp may each return either float next to
+    the exact value, so they can differ by 1 ulp, but never by 2.
+    """
+    got = np.asarray(got)
+    expected = _reference(x).astype(got.dtype).reshape(got.shape)
+    np.testing.assert_array_max_ulp(got, expected, maxulp=1)
 
 
 def test_dense_grid():
     x = np.linspace(-10.0, 10.0, 400_001)
-    assert _max_err(x) < TOL
+    assert_within_1ulp(erf(x), x)
 
 
 def test_random_points():
@@ -38,7 +45,7 @@ def test_random_points():
         rng.normal(0.0, 2.0, 100_000),
         rng.uniform(-1e-3, 1e-3, 10_000),
     ])
-    assert _max_err(x) < TOL
+    assert_within_1ulp(erf(x), x)
 
 
 def test_branch_boundaries():
@@ -46,7 +53,7 @@ def test_branch_boundaries():
     edges = np.array([2.0 ** -28, 0.84375, 1.25, 1 / 0.35, 2.857142734527588, 6.0])
     x = np.concatenate([np.nextafter(edges, 0.0), edges, np.nextafter(edges, np.inf)])
     x = np.concatenate([x, -x])
-    assert _max_err(x) < TOL
+    assert_within_1ulp(erf(x), x)
 
 
 def test_tiny_and_subnormal_relative():
@@ -54,8 +61,7 @@ def test_tiny_and_subnormal_relative():
     ref = _reference(x)
     got = erf(x)
     assert np.all(np.sign(got) == np.sign(ref))
-    normal = np.abs(x) > 1e-300
-    assert np.allclose(got[normal], ref[normal], rtol=1e-15, atol=0.0)
+    assert_within_1ulp(got, x)  # subnormal results too: ulps shrink with them
 
 
 def test_special_values():
@@ -78,8 +84,7 @@ def test_dtype_preserved(dtype):
     x = np.linspace(-4.0, 4.0, 101).astype(dtype)
     y = erf(x)
     assert y.dtype == dtype
-    expected = _reference(x).astype(dtype)
-    assert np.array_equal(y, expected)
+    assert_within_1ulp(y, x)
 
 
 @pytest.mark.parametrize("shape", [(), (0,), (3, 0), (2, 3), (2, 3, 4)])
@@ -88,14 +93,13 @@ def test_shapes(shape):
     y = erf(x)
     assert isinstance(y, np.ndarray)
     assert y.shape == shape and y.dtype == np.float64
-    if y.size:
-        assert np.max(np.abs(y.ravel() - _reference(x))) < TOL
+    assert_within_1ulp(y, x)
 
 
 def test_zero_dim_values():
     y = erf(np.array(0.5, dtype=np.float32))
     assert isinstance(y, np.ndarray) and y.shape == () and y.dtype == np.float32
-    assert y == np.float32(math.erf(np.float32(0.5)))
+    assert_within_1ulp(y, np.float32(0.5))
 
 
 def test_input_not_modified_and_noncontiguous():
@@ -105,7 +109,7 @@ def test_input_not_modified_and_noncontiguous():
     y = erf(view)
     assert np.array_equal(x, x_copy)
     assert y.shape == view.shape
-    assert np.max(np.abs(y.ravel() - _reference(view))) < TOL
+    assert_within_1ulp(y, view)
 
 
 def test_no_floating_point_warnings():
