@@ -384,7 +384,8 @@ def _to_array(data, dtype, device, copy, default_float):
     if dtype is not None:
         dtype = _dtypes._dtype(dtype)
     if arr is None:                                   # Python data (or NumPy scalars)
-        if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+        python_data = _is_python_data(data)           # one walk over a list when it holds only numbers
+        if not python_data and isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
             data = _nested_to_host(data)
         try:
             host = _dtypes.host_asarray(data)
@@ -393,7 +394,7 @@ def _to_array(data, dtype, device, copy, default_float):
         if host.dtype.kind not in "biufc":
             raise TypeError(f"tensor: expected numbers, nested lists of numbers or arrays, got {type(data).__name__} "
                             f"(as an array of dtype {host.dtype})")
-        if dtype is None and host.dtype.kind == "f" and default_float and _is_python_data(data):
+        if dtype is None and host.dtype.kind == "f" and default_float and python_data:
             dtype = _dtypes.get_default_dtype()
         return backend.asarray(host, dtype=dtype), dev
     if arr.dtype.kind not in "biufc":
@@ -406,7 +407,15 @@ def _to_array(data, dtype, device, copy, default_float):
 
 
 def _is_python_data(data):
-    return isinstance(data, (float, int, bool, list, tuple))
+    """Python numbers and (nested) lists of them: the data that takes the default float dtype.
+
+    Values with their own dtype keep it, as in NumPy and PyTorch: a NumPy scalar (np.float64 is a
+    subclass of float, hence the dtype test) and, in a list, any NumPy scalar, array or Tensor, after
+    which NumPy's promotion of the elements decides (tensor([np.float64(1.0), 2.0]) is float64, like
+    np.asarray; torch.tensor([np.float64(1.0)]) is float64 too)."""
+    if isinstance(data, (list, tuple)):
+        return not any(hasattr(x, "dtype") for x in _flat(data))
+    return isinstance(data, (float, int, bool)) and not hasattr(data, "dtype")
 
 
 def _flat(x):

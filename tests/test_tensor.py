@@ -197,3 +197,39 @@ def test_deepcopy_copies_leaves_with_their_grad_and_keeps_sharing():
     assert state["a"].tolist() == [1.0, 2.0]
     with pytest.raises(RuntimeError, match="only leaf tensors"):
         copy.deepcopy(x * 2)
+
+
+@pytest.mark.parametrize("value", [np.float16(0.3), np.float32(0.3), np.float64(0.3), np.int8(3),
+                                   np.int32(3), np.int64(3), np.uint8(3), np.bool_(True)],
+                         ids=lambda v: type(v).__name__)
+def test_numpy_scalar_keeps_its_dtype(value, device):
+    assert ag.tensor(value, device=device).dtype == value.dtype
+    assert ag.Tensor(value, device=device).dtype == value.dtype
+    assert ag.as_tensor(value, device=device).dtype == value.dtype
+
+
+def test_numpy_float64_scalar_is_not_a_python_float_even_under_another_default():
+    # np.float64 subclasses float, but it carries a dtype: it stays float64 as in NumPy and PyTorch
+    assert ag.tensor(np.float64(0.3)).dtype == ag.float64
+    assert ag.tensor(np.float64(0.3)).item() == 0.3
+    ag.set_default_dtype(ag.float16)
+    assert ag.tensor(np.float32(0.3)).dtype == ag.float32 and ag.tensor(0.3).dtype == ag.float16
+
+
+@pytest.mark.parametrize("data", [[np.float64(1.0)], [np.float64(1.0), 2.0], [np.float32(1.0), 2.0],
+                                  [[1.0], [np.float16(2.0)]], [np.float16(1.0), np.float16(2.0)],
+                                  [np.array([1.0, 2.0]), [3.0, 4.0]], [np.int32(1), 2]])
+def test_list_holding_numpy_values_takes_numpy_dtype(data):
+    assert ag.tensor(data).dtype == np.asarray(data).dtype
+
+
+def test_list_of_python_numbers_takes_the_default_float_dtype():
+    assert ag.tensor([1.0, 2]).dtype == ag.float32 and ag.tensor([[1], [2.5]]).dtype == ag.float32
+    ag.set_default_dtype(ag.float64)
+    assert ag.tensor([1.0, 2]).dtype == ag.float64 and ag.tensor((0.5,)).dtype == ag.float64
+
+
+def test_list_of_tensors_keeps_their_dtype():
+    t = ag.tensor([1.0, 2.0], dtype=ag.float64)
+    assert ag.tensor([t, t]).dtype == ag.float64
+    assert ag.tensor([ag.tensor(1.0), ag.tensor(2.0)]).dtype == ag.float32
