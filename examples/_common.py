@@ -18,6 +18,18 @@ def parser(description, out):
     return p
 
 
+def parse_args(p, argv=None):
+    """p.parse_args(argv) with --device checked at once: a bad name, or "cuda" without CuPy or a GPU,
+    ends the script with the library's one-line message on stderr and exit status 2, not a traceback."""
+    args = p.parse_args(argv)
+    try:
+        ag.backends.get_backend(ag.device(args.device))   # imports CuPy and finds the GPU for "cuda"
+    except (ValueError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    return args
+
+
 def progress(iterable, total=None, desc=""):
     """tqdm's progress bar when it is installed (pip install "autograd-gpu[examples]"), else a plain loop."""
     try:
@@ -96,4 +108,4 @@ def accuracy(logits, y):
     return float((logits.argmax(dim=1) == y).float().mean().item())
 
 
-__all__ = ["ag", "parser", "progress", "set_postfix", "Timer", "save_curves", "save_decision_boundary", "accuracy"]
+__all__ = ["ag", "parser", "parse_args", "progress", "set_postfix", "Timer", "save_curves", "save_decision_boundary", "accuracy"]

@@ -5,7 +5,7 @@
 trained one random sample at a time on (y - y_hat)**2 + 0.1 * sum(w**2); saves the loss curve and the
 fitted function.  python examples/fit_sin.py [--device cuda] [--steps 3000]
 """
-from _common import ag, parser, progress, set_postfix, Timer, _pyplot
+from _common import ag, parser, parse_args, progress, set_postfix, Timer, _pyplot
 
 
 class Model(ag.nn.Module):
@@ -26,7 +26,7 @@ def main(argv=None):
     p = parser(__doc__.splitlines()[0], "fit_sin.png")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--lr", type=float, default=1e-2)
-    args = p.parse_args(argv)
+    args = parse_args(p, argv)
     ag.manual_seed(args.seed)
     model = Model().to(args.device)
     steps = 5 if args.smoke else args.steps

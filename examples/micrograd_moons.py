@@ -4,14 +4,14 @@ loss/accuracy curves.
 
     python examples/micrograd_moons.py [--device cuda]
 """
-from _common import ag, parser, progress, set_postfix, Timer, save_curves, save_decision_boundary
+from _common import ag, parser, parse_args, progress, set_postfix, Timer, save_curves, save_decision_boundary
 from autograd_gpu import nn
 
 
 def main(argv=None):
     p = parser(__doc__.splitlines()[0], "moons_boundary.png")
     p.add_argument("--steps", type=int, default=100)
-    args = p.parse_args(argv)
+    args = parse_args(p, argv)
     ag.manual_seed(args.seed)
     X, y = ag.data.datasets.make_moons(n_samples=100, noise=0.1, seed=args.seed, device=args.device)
     ysign = y.float() * 2 - 1                                   # labels as -1 / +1

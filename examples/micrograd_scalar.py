@@ -3,18 +3,15 @@
     python examples/micrograd_scalar.py [--device cpu|cuda]
 """
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
-
-import autograd_gpu as ag  # noqa: E402
+from _common import ag, parse_args
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu", help="cpu or cuda")
-    args = p.parse_args(argv)
+    p.add_argument("--smoke", action="store_true", help="accepted like the other examples' (this one is always tiny)")
+    args = parse_args(p, argv)
 
     x = ag.tensor(-4.0, device=args.device, requires_grad=True)
     z = 2 * x + 2 + x

@@ -3,7 +3,7 @@
 
     python examples/train_cnn.py [--device cuda] [--dataset mnist --download --root data]
 """
-from _common import ag, parser, progress, set_postfix, Timer, save_curves, accuracy
+from _common import ag, parser, parse_args, progress, set_postfix, Timer, save_curves, accuracy
 from autograd_gpu import nn, optim
 from autograd_gpu.data import TensorDataset, DataLoader
 import autograd_gpu.nn.functional as F
@@ -37,7 +37,7 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=None, help="default: 15 on digits, 2 on MNIST")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=2e-3)
-    args = p.parse_args(argv)
+    args = parse_args(p, argv)
     ag.manual_seed(args.seed)
     xtr, ytr, xte, yte = load(args)
     epochs = 1 if args.smoke else args.epochs or (15 if args.dataset == "digits" else 2)

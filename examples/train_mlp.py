@@ -3,7 +3,7 @@ MNIST (--dataset mnist --download). Prints the test accuracy and time; saves los
 
     python examples/train_mlp.py [--device cuda] [--dataset mnist --download --root data]
 """
-from _common import ag, parser, progress, set_postfix, Timer, save_curves, accuracy
+from _common import ag, parser, parse_args, progress, set_postfix, Timer, save_curves, accuracy
 from autograd_gpu import nn, optim
 from autograd_gpu.data import TensorDataset, DataLoader
 import autograd_gpu.nn.functional as F
@@ -33,7 +33,7 @@ def main(argv=None):
     p.add_argument("--hidden", type=int, default=None, help="default: 128 on digits, 512 on MNIST")
     p.add_argument("--amp", action="store_true",
                    help="mixed precision: float16 matrix products under ag.amp.autocast, with a GradScaler")
-    args = p.parse_args(argv)
+    args = parse_args(p, argv)
     ag.manual_seed(args.seed)
     xtr, ytr, xte, yte, n_in = load(args)
     hidden = args.hidden or (128 if args.dataset == "digits" else 512)

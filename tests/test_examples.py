@@ -29,3 +29,17 @@ def test_example_smoke_run_writes_its_plot(name, picture, tmp_path, capsys, monk
     run_example(name, ["--smoke", "--out", str(out)], monkeypatch)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "saved" in capsys.readouterr().out
+
+
+def test_example_asked_for_cuda_without_it_prints_one_error_line_and_exits_2():
+    import os
+    import subprocess
+    import autograd_gpu as ag
+    if ag.cuda.is_available():
+        pytest.skip("CUDA is available here (a GPU, or the CuPy stand-in)")
+    env = {k: v for k, v in os.environ.items() if k != "AG_CUDA"}   # no CuPy stand-in in the child
+    done = subprocess.run([sys.executable, str(EXAMPLES / "train_mlp.py"), "--device", "cuda", "--smoke"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2
+    assert "CuPy" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) < 5 and done.stderr.startswith("error: ")
