@@ -228,7 +228,7 @@ class Tensor:
     def item(self):
         if self.data.size != 1:
             raise ValueError(f"item: only one-element tensors can be converted to a Python number, got shape {self.shape}")
-        return self.data.item()
+        return self.device.backend.item(self.data)
 
     def tolist(self):
         return self.numpy().tolist()
@@ -299,7 +299,7 @@ class Tensor:
         if self.data.size != 1:
             raise RuntimeError(f"the truth value of a tensor with {self.data.size} elements is ambiguous; "
                                "use .any() or .all()")
-        return bool(self.data)
+        return bool(self.device.backend.item(self.data))
 
     def __float__(self):
         return float(self.item())
@@ -333,7 +333,7 @@ class Tensor:
         if dt != _dtypes.get_default_dtype() and dt not in (_dtypes.int64, _dtypes.bool_):
             extras.append(f"dtype={dt}")
         if self.device.type != "cpu":
-            extras.append(f"device='{self.device}'")
+            extras.append(f"device='{self.device.backend.label or self.device}'")
         if self.grad_fn is not None:
             extras.append(f"grad_fn={self.grad_fn.name()}")
         elif self.requires_grad:

@@ -30,6 +30,13 @@ def get_backend(device):
     return b
 
 
+def _forget_cuda_backends():
+    """Drop the CUDA backends made so far (the CUDA module changed: see cupy_backend.use_modules)."""
+    for d in list(_backends):
+        d._backend = None
+    _backends.clear()
+
+
 def available():
     """Device types usable on this machine: always "cpu", plus "cuda" when CuPy sees a GPU."""
     return ["cpu", "cuda"] if _cupy_backend.is_available() else ["cpu"]

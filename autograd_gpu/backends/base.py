@@ -1,4 +1,7 @@
 """What every backend provides beyond its array namespace ``xp``."""
+from contextlib import contextmanager
+
+from . import sync as _sync
 
 
 class Backend:
@@ -10,6 +13,7 @@ class Backend:
 
     xp = None
     context = None   # a context manager factory that makes this device current, or None
+    label = None     # how the device prints, when it differs from str(device)
 
     def __init__(self, device):
         self.device = device
@@ -17,10 +21,35 @@ class Backend:
     def __repr__(self):
         return f"<{type(self).__name__} {self.device}>"
 
+    # -- reading back: explicit reads, declared implicit syncs ----------------------------------------
+    def item(self, a):
+        """The one element of ``a`` as a Python number (an explicit read)."""
+        return self.to_host(a).item()
+
+    def read_back(self, a, what):
+        """``a`` on the host, for library code that cannot go on without its value (``what`` names the
+        op): an implicit sync, reported by the sync debug mode."""
+        _sync.implicit(what)
+        return self.to_host(a)
+
+    @contextmanager
+    def sync_point(self, what):
+        """Around a backend call that reads back by itself (CuPy's nonzero sizes its result so)."""
+        _sync.implicit(what)
+        with _sync.allowed():
+            yield
+
+    # -- checks on values: now on the CPU, at the next synchronisation on a GPU --------------------------
+    def assert_all(self, ok, exc_type, message, value=None):
+        """Raise ``exc_type(message)`` unless the 0-d bool array ``ok`` is true; "{value}" in the message
+        becomes the 0-d integer array ``value`` (the offending entry). The CPU checks now."""
+        if not bool(ok):
+            raise exc_type(message.replace("{value}", str(None if value is None else value.item())))
+
     def check_indices(self, idx, n, what):
-        """Raise IndexError when an integer index array has an entry outside [-n, n)."""
-        xp = self.xp
-        if idx.size and bool(xp.logical_or(idx < -n, idx >= n).any()):
-            lo, hi = int(idx.min()), int(idx.max())
-            bad = lo if lo < -n else hi
-            raise IndexError(f"{what}: index {bad} is out of bounds for a dimension of size {n}")
+        """IndexError when an integer index array has an entry outside [-n, n)."""
+        if idx.size:
+            lo, hi = idx.min(), idx.max()
+            self.assert_all((lo >= -n) & (hi < n), IndexError,
+                            f"{what}: index {{value}} is out of bounds for a dimension of size {n}",
+                            self.xp.where(lo < -n, lo, hi))

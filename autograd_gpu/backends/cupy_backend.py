@@ -1,29 +1,54 @@
-"""GPU backend: CuPy imported lazily (the package imports without it), install hints, per-device seeds."""
+"""GPU backend: CuPy imported lazily (the package imports without it), install hints, per-device seeds,
+explicit reads that carry the device-side checks back with them."""
 import numpy as np
 
+from . import sync as _sync
 from .base import Backend
 
 _INSTALL_HINT = ('install it with pip install "autograd-gpu[cuda12]" (CUDA 12) '
                  'or pip install "autograd-gpu[cuda13]" (CUDA 13)')
 _cupy = None
+_cupyx = None
 _import_error = None
+_simulated = False
 _global_seed = [None]
 
 
 def _import_cupy():
-    global _cupy, _import_error
+    global _cupy, _cupyx, _import_error
     if _cupy is None and _import_error is None:
         try:
             import cupy
-            _cupy = cupy
+            import cupyx
+            import cupyx.scipy.special  # noqa: F401  (erf)
+            _cupy, _cupyx = cupy, cupyx
         except Exception as e:   # ImportError, or a broken CUDA install raising something else
             _import_error = e
     return _cupy
 
 
+def use_modules(cupy, cupyx, simulated=False):
+    """Run the CUDA backend on these modules (the test suite's CuPy stand-in), or, with None, go back to
+    importing the real CuPy on demand. Forgets the backends made so far."""
+    global _cupy, _cupyx, _import_error, _simulated
+    _cupy, _cupyx, _import_error, _simulated = cupy, cupyx, None, bool(simulated and cupy is not None)
+    from . import _forget_cuda_backends
+    _forget_cuda_backends()
+
+
+def simulated():
+    """True while the CUDA backend runs on the CuPy stand-in."""
+    return _simulated
+
+
 def is_cupy_array(a):
     # only look at CuPy when the object could be one, so CPU code never triggers the import
-    return type(a).__module__.startswith("cupy") and _import_cupy() is not None and isinstance(a, _cupy.ndarray)
+    cp = _cupy
+    if cp is None:
+        if not type(a).__module__.startswith("cupy") or _import_cupy() is None:
+            return False
+        cp = _cupy
+    return isinstance(a, cp.ndarray)
 
 
 def device_count():
@@ -69,8 +94,14 @@ class CupyBackend(Backend):
         self._cuda_device = cp.cuda.Device(device.index)
         # on GPU 0 (the usual case) no context switch is needed around each op
         self.context = None if device.index == 0 else (lambda: self._cuda_device)
+        self.cupyx = _cupyx
+        self.label = f"{device} (simulated)" if _simulated else None
         with self._cuda_device:
             self.rng = cp.random.RandomState(_global_seed[0])
+        # device-side checks not yet read: a 2-element int64 array (message code, offending value) and
+        # the messages by code; read with the next explicit read and raised then
+        self._err = None
+        self._codes, self._messages = {}, [None]
 
     # -- arrays and transfers ----------------------------------------------------------------
     def asarray(self, data, dtype=None, copy=False):
@@ -81,7 +112,21 @@ class CupyBackend(Backend):
             return cp.asarray(data, dtype=dtype)
 
     def to_host(self, a):
-        return a.get()
+        """An explicit read (.numpy(), .item(), printing): one transfer that also brings back the
+        device-side checks pending on this GPU, which raise here if one failed."""
+        with _sync.allowed():
+            if self._err is None:
+                return a.get()
+            if a.nbytes > (1 << 20):                         # big: a second small read beats a copy
+                host = a.get()
+                self._raise_pending(self._err.get())
+                return host
+            cp = self.xp
+            with self._cuda_device:
+                flat = cp.ascontiguousarray(a).reshape(-1).view(cp.uint8)
+                both = cp.concatenate([flat, self._err.view(cp.uint8)]).get()
+            self._raise_pending(both[a.nbytes:].view(np.int64))
+            return both[:a.nbytes].view(a.dtype).reshape(a.shape)
 
     def from_dlpack(self, obj):
         with self._cuda_device:
@@ -95,15 +140,45 @@ class CupyBackend(Backend):
     def synchronize(self):
         with self._cuda_device:
             self.xp.cuda.Device().synchronize()
+        if self._err is not None:
+            with _sync.allowed():
+                self._raise_pending(self._err.get())
 
     def format(self, a):
-        return np.array2string(a.get(), separator=", ", prefix="Tensor(")
+        return np.array2string(self.to_host(a), separator=", ", prefix="Tensor(")
+
+    # -- device-side checks (PyTorch's device asserts): no host sync in the op ------------------------
+    def assert_all(self, ok, exc_type, message, value=None):
+        """Record the check on the device; it raises ``exc_type(message)`` at the next explicit read or
+        ``synchronize()`` if ``ok`` was false (the first failing check wins)."""
+        cp = self.xp
+        code = self._codes.get((exc_type, message))
+        if code is None:
+            code = self._codes[(exc_type, message)] = len(self._messages)
+            self._messages.append((exc_type, message))
+        with self._cuda_device:
+            if self._err is None:
+                self._err = cp.zeros(2, dtype=np.int64)
+            v = cp.zeros((), np.int64) if value is None else value.astype(np.int64)
+            new = cp.stack([cp.where(ok, 0, code), v])
+            cp.copyto(self._err, new, where=(self._err[0] == 0) & (new[0] != 0))
+
+    def discard_checks(self):
+        """Forget the device-side checks not yet read (the test suite does this between tests)."""
+        self._err = None
+
+    def _raise_pending(self, host_err):
+        self._err = None
+        code = int(host_err[0])
+        if code:
+            exc_type, message = self._messages[code]
+            raise exc_type(message.replace("{value}", str(int(host_err[1])))
+                           + f" (checked on {self.device}; reported at the next synchronization)")
 
     # -- kernels where the namespaces differ ---------------------------------------------------
     def scatter_add(self, out, index, values):
-        import cupyx
         with self._cuda_device:
-            cupyx.scatter_add(out, index, values)
+            self.cupyx.scatter_add(out, index, values)
 
     def sigmoid(self, x):
         """1 / (1 + exp(-x)); exp overflowing to inf gives the right 0 (CuPy does not warn)."""
@@ -116,9 +191,8 @@ class CupyBackend(Backend):
             return self.xp.matmul(a, b) if out is None else self.xp.matmul(a, b, out=out)
 
     def erf(self, x):
-        import cupyx.scipy.special
         with self._cuda_device:
-            return cupyx.scipy.special.erf(x)
+            return self.cupyx.scipy.special.erf(x)
 
     # -- random numbers ----------------------------------------------------------------------------
     def seed(self, seed):

@@ -2,6 +2,7 @@
 import numpy as np
 
 from .base import Backend
+from .cupy_backend import is_cupy_array
 from ._erf import erf as _erf
 
 
@@ -16,7 +17,7 @@ class NumpyBackend(Backend):
 
     # -- arrays and transfers ----------------------------------------------------------------
     def asarray(self, data, dtype=None, copy=False):
-        if type(data).__module__.startswith("cupy"):
+        if is_cupy_array(data):
             data = data.get()
         return np.array(data, dtype=dtype, copy=True) if copy else np.asarray(data, dtype=dtype)
 

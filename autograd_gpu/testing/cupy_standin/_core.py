@@ -1,0 +1,397 @@
+"""The stand-in's device array, its simulated devices, and the transfer log.
+
+Everything here is host NumPy underneath; what makes it a stand-in for CuPy is what it refuses and
+what it counts:
+
+- ``ndarray`` is not a ``numpy.ndarray``: ``numpy.asarray`` on it raises ``TypeError`` (CuPy's
+  "Implicit conversion to a NumPy array is not allowed"), NumPy arrays passed where CuPy wants
+  device arrays raise ``TypeError``, and arrays on another simulated GPU than the current one raise
+  ``ValueError`` (CuPy's check when peer access is unavailable).
+- every device-to-host transfer (``get``, ``item``, ``tolist``, ``float()``, ``int()``, ``bool()``,
+  ``operator.index``, printing, boolean-mask indexing and the other ops that read back a size) and
+  every host-to-device copy is logged, so tests can count them.
+- CuPy's own differences from NumPy are kept: operations return 0-d arrays, never NumPy scalars;
+  out-of-bounds integer-array indices wrap around instead of raising.
+"""
+import threading
+
+import numpy as np
+
+N_DEVICES = 2                      # cuda:0 and cuda:1, so device mixing can be tested
+_local = threading.local()
+
+
+def current_device_id():
+    return getattr(_local, "device", 0)
+
+
+def _set_current_device_id(i):
+    _local.device = i
+
+
+# -- the transfer log ---------------------------------------------------------------------------------
+class TransferLog:
+    """Counts of device-to-host transfers (``d2h``), host-to-device copies (``h2d``) and explicit
+    synchronisations (``sync``), each with the list of what caused it (``events``)."""
+
+    def __init__(self):
+        self.d2h = self.h2d = self.sync = 0
+        self.events = []
+
+    def __repr__(self):
+        return f"TransferLog(d2h={self.d2h}, h2d={self.h2d}, sync={self.sync})"
+
+
+_logs = []                          # the logs now open (count_transfers nests)
+_hooks = []                         # callables hook(kind, what), run before each transfer
+
+
+def record(kind, what):
+    """Log one transfer or sync: ``kind`` is "d2h", "h2d" or "sync", ``what`` says which call."""
+    for hook in _hooks:
+        hook(kind, what)
+    for log in _logs:
+        setattr(log, kind, getattr(log, kind) + 1)
+        log.events.append((kind, what))
+
+
+class count_transfers:
+    """``with count_transfers() as log: ...`` then ``log.d2h``, ``log.h2d``, ``log.events``."""
+
+    def __enter__(self):
+        self.log = TransferLog()
+        _logs.append(self.log)
+        return self.log
+
+    def __exit__(self, *exc):
+        _logs.remove(self.log)
+
+
+def add_hook(fn):
+    _hooks.append(fn)
+
+
+def remove_hook(fn):
+    if fn in _hooks:
+        _hooks.remove(fn)
+
+
+# -- argument conversion ------------------------------------------------------------------------------
+def _device_mismatch(array_dev, dev):
+    return ValueError(f"The device where the array resides ({array_dev}) is different from the current "
+                      f"device ({dev}). Peer access is unavailable between these devices.")
+
+
+def unwrap(x, dev, name):
+    """A call argument as NumPy data for the simulated kernel: device arrays give their host buffer
+    (after the device check), NumPy arrays are refused as CuPy refuses them, sequences are walked."""
+    t = type(x)
+    if t is ndarray:
+        if x._dev != dev:
+            raise _device_mismatch(x._dev, dev)
+        return x._a
+    if t is list or t is tuple:
+        return t(unwrap(v, dev, name) for v in x)
+    if isinstance(x, np.ndarray):
+        raise TypeError(f"Unsupported type {np.ndarray} (in {name}: CuPy takes device arrays, "
+                        "not NumPy arrays; copy with cupy.asarray first)")
+    return x
+
+
+def unwrap_kwargs(kwargs, dev, name):
+    return {k: unwrap(v, dev, name) for k, v in kwargs.items()} if kwargs else kwargs
+
+
+def wrap(out, dev):
+    """A NumPy result as the stand-in's: arrays and NumPy scalars become device arrays (CuPy returns
+    0-d arrays where NumPy returns scalars); tuples and lists are walked; other values pass."""
+    t = type(out)
+    if t is np.ndarray:
+        return ndarray._from_host(out, dev)
+    if isinstance(out, np.generic):
+        return ndarray._from_host(np.asarray(out), dev)
+    if t is tuple or t is list:
+        return t(wrap(v, dev) for v in out)
+    return out
+
+
+def check_dtype(dt, name):
+    if np.dtype(dt).kind in "OSUVMm":
+        raise ValueError(f"Unsupported dtype {np.dtype(dt)} (in {name}: CuPy has no {np.dtype(dt)} arrays)")
+
+
+# -- indexing -----------------------------------------------------------------------------------------
+def _index_key(a, key, dev, setting):
+    """NumPy's form of an index into ``a``: device index arrays unwrapped (boolean masks log a
+    read-back, as CuPy syncs to size the result), host index arrays and lists copied in (logged),
+    and integer-array indices wrapped modulo the axis length, as CuPy does instead of raising."""
+    parts = list(key) if type(key) is tuple else [key]
+    consumed = sum(_axes_used(p) for p in parts)
+    axis, out = 0, []
+    for p in parts:
+        if p is Ellipsis:
+            axis += a.ndim - consumed
+            out.append(p)
+            continue
+        if isinstance(p, np.ndarray) or (type(p) is list and p):
+            record("h2d", "an index array copied from the host")
+            p = np.asarray(p)
+        elif type(p) is ndarray:
+            if p._dev != dev:
+                raise _device_mismatch(p._dev, dev)
+            p = p._a
+        if isinstance(p, np.ndarray):
+            if p.dtype == np.bool_:
+                if not setting:
+                    record("d2h", "indexing with a boolean mask (the result's size is read back)")
+            elif p.dtype.kind in "iu" and axis < a.ndim and a.shape[axis] > 0:
+                p = p % a.shape[axis]          # CuPy wraps out-of-bounds indices around
+        out.append(p)
+        axis += _axes_used(p)
+    return tuple(out)
+
+
+def _axes_used(p):
+    if p is None or p is Ellipsis:
+        return 0
+    if isinstance(p, (np.ndarray, ndarray)) and p.dtype == np.bool_:
+        return p.ndim
+    return 1
+
+
+# -- the device array ---------------------------------------------------------------------------------
+class ndarray:
+    """The stand-in's ``cupy.ndarray``: a host buffer, the simulated GPU it lives on, and CuPy's rules."""
+
+    __slots__ = ("_a", "_dev", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
+        check_dtype(dtype, "cupy.ndarray")
+        self._a = np.empty(shape, dtype, order=order)
+        self._dev = current_device_id()
+
+    @classmethod
+    def _from_host(cls, a, dev):
+        obj = object.__new__(cls)
+        obj._a = a
+        obj._dev = dev
+        return obj
+
+    def _here(self, name):
+        """The current device, after checking that this array lives there (a kernel is launched)."""
+        dev = current_device_id()
+        if self._dev != dev:
+            raise _device_mismatch(self._dev, dev)
+        return dev
+
+    # -- metadata (no kernel, no transfer) --
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    strides = property(lambda self: self._a.strides)
+    itemsize = property(lambda self: self._a.itemsize)
+    nbytes = property(lambda self: self._a.nbytes)
+    flags = property(lambda self: self._a.flags)
+    T = property(lambda self: ndarray._from_host(self._a.T, self._dev))
+    mT = property(lambda self: ndarray._from_host(self._a.mT, self._dev))
+    base = property(lambda self: None if self._a.base is None else ndarray._from_host(self._a.base, self._dev))
+    real = property(lambda self: ndarray._from_host(self._a.real, self._dev))
+    imag = property(lambda self: ndarray._from_host(self._a.imag, self._dev))
+
+    @property
+    def device(self):
+        from .cuda import Device
+        return Device(self._dev)
+
+    @property
+    def data(self):
+        from .cuda import MemoryPointer
+        return MemoryPointer(self._a.__array_interface__["data"][0], self._dev)
+
+    @property
+    def __cuda_array_interface__(self):
+        i = self._a.__array_interface__
+        return {"shape": i["shape"], "typestr": i["typestr"], "descr": i["descr"], "data": i["data"],
+                "strides": i["strides"], "version": 3}
+
+    # -- what CuPy refuses --
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
+                        "construct a NumPy array explicitly.")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from . import _modules
+        for x in inputs + tuple(kwargs.get("out", ()) or ()):
+            if isinstance(x, np.ndarray):
+                raise TypeError(f"Unsupported type {np.ndarray} (numpy.{ufunc.__name__} mixes a NumPy array "
+                                "with a CuPy array)")
+        f = getattr(_modules.cupy, ufunc.__name__, None)
+        if f is None:
+            return NotImplemented
+        return f(*inputs, **kwargs) if method == "__call__" else getattr(f, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from . import _modules
+        try:
+            f = getattr(_modules.cupy, func.__name__)
+        except AttributeError:
+            return NotImplemented
+        return f(*args, **kwargs)
+
+    # -- device-to-host transfers (each one logged) --
+    def get(self, stream=None, order="C", out=None, blocking=True):
+        record("d2h", "ndarray.get")
+        if out is not None:
+            out[...] = self._a
+            return out
+        return np.array(self._a, order=order)
+
+    def item(self, *args):
+        record("d2h", "ndarray.item")
+        return self._a.item(*args)
+
+    def tolist(self):
+        record("d2h", "ndarray.tolist")
+        return self._a.tolist()
+
+    def _scalar(self, what):
+        if self._a.size != 1:
+            raise TypeError(f"only size-1 arrays can be converted to Python scalars ({what})")
+        record("d2h", what)
+        return self._a.reshape(()).item()
+
+    def __float__(self):
+        return float(self._scalar("ndarray.__float__"))
+
+    def __int__(self):
+        return int(self._scalar("ndarray.__int__"))
+
+    def __complex__(self):
+        return complex(self._scalar("ndarray.__complex__"))
+
+    def __bool__(self):
+        if self._a.size != 1:
+            raise ValueError("The truth value of an array with more than one element is ambiguous. "
+                             "Use a.any() or a.all()")
+        record("d2h", "ndarray.__bool__")
+        return bool(self._a)
+
+    def __index__(self):
+        if self._a.ndim or self._a.dtype.kind not in "iub":
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        record("d2h", "ndarray.__index__")
+        return self._a.__index__()
+
+    def __repr__(self):
+        record("d2h", "ndarray.__repr__")
+        return repr(self._a)
+
+    def __str__(self):
+        record("d2h", "ndarray.__str__")
+        return str(self._a)
+
+    def __format__(self, spec):
+        record("d2h", "ndarray.__format__")
+        return format(self._a.item() if self._a.ndim == 0 else self._a, spec)
+
+    # -- host-to-device --
+    def set(self, arr, stream=None):
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray, got {type(arr)}")
+        if arr.shape != self.shape or arr.dtype != self.dtype:
+            raise ValueError("Shape or dtype mismatch")
+        record("h2d", "ndarray.set")
+        self._a[...] = arr
+
+    # -- containers --
+    def __len__(self):
+        if self._a.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return len(self._a)
+
+    def __iter__(self):
+        if self._a.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (ndarray._from_host(self._a[i], self._dev) for i in range(len(self._a)))
+
+    def __getitem__(self, key):
+        dev = self._dev
+        return wrap(self._a[_index_key(self, key, dev, setting=False)], dev)
+
+    def __setitem__(self, key, value):
+        dev = self._here("__setitem__")
+        if isinstance(value, np.ndarray):
+            record("h2d", "ndarray.__setitem__ with a NumPy value")
+        else:
+            value = unwrap(value, dev, "ndarray.__setitem__")
+        self._a[_index_key(self, key, dev, setting=True)] = value
+
+    __hash__ = None
+
+    # -- copies, views and casts with CuPy's device rules --
+    def copy(self, order="C"):
+        return ndarray._from_host(self._a.copy(order=order), current_device_id())
+
+    def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
+        check_dtype(dtype, "ndarray.astype")
+        dev = self._here("astype")
+        return ndarray._from_host(self._a.astype(dtype, order=order, copy=copy), dev)
+
+    def view(self, *args, **kwargs):
+        return ndarray._from_host(self._a.view(*args, **kwargs), self._dev)
+
+    def reshape(self, *shape, order="C"):
+        return ndarray._from_host(self._a.reshape(*shape, order=order), self._dev)
+
+    def transpose(self, *axes):
+        return ndarray._from_host(self._a.transpose(*axes), self._dev)
+
+    # -- DLPack (a CUDA device, kDLCUDA = 2) --
+    def __dlpack_device__(self):
+        return (2, self._dev)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        raise BufferError("the CuPy stand-in's arrays live on a simulated GPU: DLPack export is not simulated")
+
+
+def _install_operators():
+    import operator
+    for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor",
+               "lshift", "rshift"):
+        fn = getattr(operator, op + "_" if op in ("and", "or") else op)
+        setattr(ndarray, f"__{op}__", _binary(fn))
+        setattr(ndarray, f"__r{op}__", _binary(fn, reflected=True))
+        setattr(ndarray, f"__i{op}__", _binary(getattr(operator, "i" + op), inplace=True))
+    for op in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(ndarray, f"__{op}__", _binary(getattr(operator, op)))
+    for op in ("neg", "pos", "abs", "invert"):
+        setattr(ndarray, f"__{op}__", _unary(getattr(operator, op)))
+
+    def divmod_(self, other):
+        return (self // other, self % other)
+    ndarray.__divmod__ = divmod_
+
+
+def _binary(fn, reflected=False, inplace=False):
+    def method(self, other):
+        dev = self._here(fn.__name__)
+        if isinstance(other, np.ndarray):
+            raise TypeError(f"Unsupported type {np.ndarray} (an operator between a CuPy and a NumPy array)")
+        o = unwrap(other, dev, fn.__name__)
+        with np.errstate(all="ignore"):                     # CUDA kernels never warn
+            if inplace:
+                fn(self._a, o)
+                return self
+            return wrap(fn(o, self._a) if reflected else fn(self._a, o), dev)
+    return method
+
+
+def _unary(fn):
+    def method(self):
+        return wrap(fn(self._a), self._here(fn.__name__))
+    return method
+
+
+_install_operators()

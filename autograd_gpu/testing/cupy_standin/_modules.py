@@ -1,0 +1,327 @@
+"""The stand-in's modules: ``cupy`` (with ``cuda``, ``random``, ``linalg``, ``fft``, ``lib``) and ``cupyx``
+(with ``scipy.special``). Each offers exactly CuPy's names (cupy_api.json); a CuPy function is the NumPy
+function of the same name run on the host buffers, behind CuPy's argument rules."""
+import numpy as np
+
+from . import _api, _core, cuda as _cuda
+from ._core import ndarray, current_device_id, record, unwrap, unwrap_kwargs, wrap
+
+# CuPy functions that read a size back from the device before they can allocate their result
+_READS_BACK = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "unique_values", "unique_counts",
+                         "unique_inverse", "unique_all", "bincount", "compress", "extract", "histogram",
+                         "trim_zeros"})
+
+
+def _call(qualname, npf, check, args, kwargs):
+    if check is not None:
+        check(args, kwargs)
+    dev = current_device_id()
+    if qualname.rsplit(".", 1)[-1] in _READS_BACK:
+        record("d2h", f"{qualname} (reads the result's size back from the device)")
+    with np.errstate(all="ignore"):                       # CUDA kernels never warn
+        res = npf(*unwrap(args, dev, qualname), **unwrap_kwargs(kwargs, dev, qualname))
+    out = kwargs.get("out") if kwargs else None
+    if type(out) is ndarray and res is out._a:
+        return out
+    return wrap(res, dev)
+
+
+def function(qualname, npf, entry):
+    check = _api.keyword_checker(qualname, entry)
+
+    def f(*args, **kwargs):
+        return _call(qualname, npf, check, args, kwargs)
+    f.__name__ = qualname.rsplit(".", 1)[-1]
+    f.__qualname__ = qualname
+    f.__doc__ = f"CuPy stand-in for {qualname} (NumPy's {getattr(npf, '__name__', npf)} on the host buffers)."
+    return f
+
+
+class ufunc:
+    """A CuPy ufunc: callable, with ``nin``/``nout`` and the methods CuPy's ufuncs have."""
+
+    def __init__(self, qualname, npu, entry):
+        self.__name__ = qualname.rsplit(".", 1)[-1]
+        self._qualname, self._npu = qualname, npu
+        self._check = _api.keyword_checker(qualname, entry)
+        self.nin, self.nout = npu.nin, npu.nout
+
+    def __call__(self, *args, **kwargs):
+        return _call(self._qualname, self._npu, self._check, args, kwargs)
+
+    def __getattr__(self, method):
+        if method.startswith("_") or method not in _api.UFUNC_METHODS:
+            raise AttributeError(f"'cupy.ufunc' object has no attribute '{method}'")
+        entry = {"params": _api.UFUNC_METHODS[method], "varargs": False, "varkw": False}
+        return function(f"{self._qualname}.{method}", getattr(self._npu, method), entry)
+
+    def __repr__(self):
+        return f"<ufunc '{self.__name__}' (CuPy stand-in)>"
+
+
+def _from_numpy(qualname, source):
+    """``make`` for a namespace whose functions are NumPy's (``source``) under CuPy's rules."""
+    overrides = _OVERRIDES.get(qualname, {})
+
+    def make(name, entry):
+        if name in overrides:
+            return overrides[name]
+        sub = f"{qualname}.{name}"
+        if entry["kind"] == "module":
+            return _SUBMODULES[sub]() if sub in _SUBMODULES else _api.Namespace(sub, _unsimulated_in(sub))
+        npobj = getattr(source, name, None)
+        if npobj is None:
+            return _api.not_simulated(sub)
+        if entry["kind"] == "ufunc" and isinstance(npobj, np.ufunc):
+            return ufunc(sub, npobj, entry)
+        if entry["kind"] in ("function", "ufunc") and callable(npobj):
+            return function(sub, npobj, entry)
+        return npobj                                     # dtypes, constants (pi, inf, newaxis)
+    return make
+
+
+def _unsimulated_in(qualname):
+    return lambda name, entry: _api.not_simulated(f"{qualname}.{name}")
+
+
+def _from_module(qualname, module):
+    """``make`` for a namespace whose names are defined by the stand-in (``module``)."""
+    def make(name, entry):
+        obj = getattr(module, name, None)
+        return _api.not_simulated(f"{qualname}.{name}") if obj is None else obj
+    return make
+
+
+# -- the functions that move data or differ from NumPy ---------------------------------------------
+def asarray(a, dtype=None, order=None, *, blocking=False):
+    return array(a, dtype=dtype, copy=False, order=order)
+
+
+def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocking=False):
+    dev = current_device_id()
+    if type(obj) is ndarray:                              # device to device: no host transfer
+        a = obj._a
+        if obj._dev != dev:
+            copy = True
+        res = np.array(a, dtype=dtype, copy=True, order=order, ndmin=ndmin) if copy else \
+            np.asarray(a, dtype=dtype, order=order if order != "K" else None)
+        if ndmin and res.ndim < ndmin:
+            res = res.reshape((1,) * (ndmin - res.ndim) + res.shape)
+        return obj if (res is a and obj._dev == dev) else ndarray._from_host(res, dev)
+    _check_host_data(obj)
+    record("h2d", "cupy.array / cupy.asarray of host data")
+    res = np.array(obj, dtype=dtype, copy=True, order=order, ndmin=ndmin)   # device memory is separate
+    _core.check_dtype(res.dtype, "cupy.array")
+    return ndarray._from_host(res, dev)
+
+
+def _check_host_data(obj):
+    if type(obj) in (list, tuple):
+        for v in obj:
+            if type(v) is ndarray:
+                raise ValueError("Unsupported: a list mixing CuPy arrays with host data; use cupy.stack")
+            _check_host_data(v)
+
+
+def asanyarray(a, dtype=None, order=None, *, blocking=False):
+    return asarray(a, dtype=dtype, order=order)
+
+
+def asnumpy(a, stream=None, order="C", out=None, *, blocking=True):
+    if type(a) is ndarray:
+        return a.get(stream=stream, order=order, out=out)
+    return np.asarray(a, order=order)
+
+
+def get_array_module(*args):
+    from . import cupy as _cp
+    return _cp if any(type(a) is ndarray for a in args) else np
+
+
+def from_dlpack(array, *, device=None, copy=None):
+    if type(array) is ndarray:
+        return ndarray._from_host(array._a, array._dev)
+    kind = getattr(array, "__dlpack_device__", lambda: (None,))()[0]
+    raise BufferError(f"cupy.from_dlpack: the stand-in takes only its own device arrays (got {type(array)}, "
+                      f"DLPack device type {kind}; CuPy accepts only CUDA memory here)")
+
+
+def _wrapping(npf, qualname):
+    """take / take_along_axis with CuPy's out-of-bounds rule: indices wrap around."""
+    entry = _api.names("cupy").get(qualname.rsplit(".", 1)[-1])
+    check = _api.keyword_checker(qualname, entry)
+
+    def f(a, indices, *args, **kwargs):
+        if check is not None:
+            check((a, indices) + args, kwargs)
+        dev = current_device_id()
+        x, idx = unwrap(a, dev, qualname), unwrap(indices, dev, qualname)
+        axis = args[0] if args else kwargs.get("axis")
+        n = x.size if axis is None else x.shape[axis]
+        if isinstance(idx, np.ndarray) and n:
+            idx = idx % n
+        return wrap(npf(x, idx, *unwrap(args, dev, qualname), **unwrap_kwargs(kwargs, dev, qualname)), dev)
+    f.__name__ = qualname.rsplit(".", 1)[-1]
+    return f
+
+
+# -- cupy.random ------------------------------------------------------------------------------------------
+_FLOAT_KINDS = frozenset({"random_sample", "random", "rand", "randn", "standard_normal", "normal", "uniform",
+                          "standard_exponential", "exponential", "gamma", "standard_gamma"})
+
+
+class _RandomBase:
+    """Forwards CuPy's sampling methods to a NumPy generator and puts the samples on the device.
+    CuPy's float samplers take ``dtype`` where NumPy's RandomState does not: drawn in float64, cast."""
+    _namespace = None
+
+    def __getattr__(self, name):
+        entry = _api.names(self._namespace).get(name)
+        if name.startswith("_") or entry is None:
+            raise AttributeError(f"'{self._namespace}' object has no attribute '{name}'")
+        npf = getattr(self._rng, name, None)
+        if npf is None:
+            return _api.not_simulated(f"{self._namespace}.{name}")
+        check = _api.keyword_checker(f"{self._namespace}.{name}", entry)
+        dev = self._dev
+
+        def method(*args, **kwargs):
+            if check is not None:
+                check(args, kwargs)
+            dtype = kwargs.pop("dtype", None) if name in _FLOAT_KINDS else None
+            with _cuda.Device(dev):
+                out = _call(f"{self._namespace}.{name}", npf, None, args, kwargs)
+            return out.astype(dtype, copy=False) if dtype is not None and type(out) is ndarray else out
+        return method
+
+
+class RandomState(_RandomBase):
+    _namespace = "cupy.random.RandomState"
+
+    def __init__(self, seed=None, method=None):
+        self._rng = np.random.RandomState(seed)
+        self._dev = current_device_id()
+
+    def seed(self, seed=None):
+        self._rng.seed(seed)
+
+
+class Generator(_RandomBase):
+    _namespace = "cupy.random.Generator"
+
+    def __init__(self, bit_generator=None):
+        self._rng = np.random.default_rng(bit_generator)
+        self._dev = current_device_id()
+
+
+def default_rng(seed=None):
+    return Generator(seed)
+
+
+_random_states = {}
+
+
+def get_random_state():
+    dev = current_device_id()
+    if dev not in _random_states:
+        _random_states[dev] = RandomState()
+    return _random_states[dev]
+
+
+def _module_random(name, entry):
+    """``make`` for cupy.random: the classes, or the function of the device's global RandomState."""
+    local = {"RandomState": RandomState, "Generator": Generator, "default_rng": default_rng,
+             "get_random_state": get_random_state, "seed": lambda seed=None: get_random_state().seed(seed)}
+    if name in local:
+        return local[name]
+    if name in _api.names("cupy.random.RandomState"):
+        return lambda *a, **k: getattr(get_random_state(), name)(*a, **k)
+    return _api.not_simulated(f"cupy.random.{name}")
+
+
+# -- cupyx --------------------------------------------------------------------------------------------
+def _scatter(npu, qualname):
+    def f(a, slices, value):
+        dev = a._here(qualname)
+        key = _core._index_key(a, slices, dev, setting=True)
+        npu.at(a._a, key, unwrap(value, dev, qualname))
+    f.__name__ = qualname.rsplit(".", 1)[-1]
+    return f
+
+
+def _erf(x):
+    from ...backends._erf import erf              # the same fdlibm port the CPU backend uses
+    dev = x._here("cupyx.scipy.special.erf") if type(x) is ndarray else current_device_id()
+    return wrap(erf(unwrap(x, dev, "cupyx.scipy.special.erf")), dev)
+
+
+_OVERRIDES = {
+    "cupy": {"ndarray": ndarray, "asarray": asarray, "array": array, "asanyarray": asanyarray,
+             "asnumpy": asnumpy, "get_array_module": get_array_module, "from_dlpack": from_dlpack,
+             "take": _wrapping(np.take, "cupy.take"),
+             "take_along_axis": _wrapping(np.take_along_axis, "cupy.take_along_axis")},
+    "cupyx": {"scatter_add": _scatter(np.add, "cupyx.scatter_add"),
+              "scatter_max": _scatter(np.maximum, "cupyx.scatter_max"),
+              "scatter_min": _scatter(np.minimum, "cupyx.scatter_min")},
+    "cupyx.scipy.special": {"erf": _erf},
+}
+
+_SUBMODULES = {
+    "cupy.cuda": lambda: _api.Namespace("cupy.cuda", _from_module("cupy.cuda", _cuda)),
+    "cupy.cuda.runtime": lambda: _api.Namespace("cupy.cuda.runtime",
+                                                _from_module("cupy.cuda.runtime", _cuda.runtime)),
+    "cupy.random": lambda: _api.Namespace("cupy.random", _module_random),
+    "cupy.linalg": lambda: _api.Namespace("cupy.linalg", _from_numpy("cupy.linalg", np.linalg)),
+    "cupy.fft": lambda: _api.Namespace("cupy.fft", _from_numpy("cupy.fft", np.fft)),
+    "cupy.lib": lambda: _lib(),
+    "cupyx.scipy": lambda: _scipy(),
+}
+
+
+def _lib():
+    m = _api.Namespace("cupy.lib", _unsimulated_in("cupy.lib"))
+    m.stride_tricks = _api.Namespace("cupy.lib.stride_tricks",
+                                     _from_numpy("cupy.lib.stride_tricks", np.lib.stride_tricks))
+    return m
+
+
+def _scipy():
+    m = _api.Namespace("cupyx.scipy", _unsimulated_in("cupyx.scipy"))
+    m.special = _api.Namespace("cupyx.scipy.special", _from_numpy("cupyx.scipy.special", np))
+    return m
+
+
+def _install_ndarray_methods():
+    """CuPy's ndarray methods that the class does not define itself: NumPy's method on the buffer,
+    after the device check (a kernel runs on the current device), with CuPy's keywords."""
+    views = {"squeeze", "swapaxes", "diagonal", "ravel"}
+    for name, entry in _api.names("cupy.ndarray").items():
+        if entry["kind"] != "method" or name in ndarray.__dict__:
+            continue
+        if not hasattr(np.ndarray, name):
+            setattr(ndarray, name, _api.not_simulated(f"cupy.ndarray.{name}"))
+            continue
+        setattr(ndarray, name, _method(name, entry, name in views))
+
+
+def _method(name, entry, view):
+    qualname = f"cupy.ndarray.{name}"
+    check = _api.keyword_checker(qualname, entry)
+
+    def method(self, *args, **kwargs):
+        if check is not None:
+            check(args, kwargs)
+        dev = self._dev if view else self._here(name)
+        if name in _READS_BACK:
+            record("d2h", f"{qualname} (reads the result's size back from the device)")
+        with np.errstate(all="ignore"):
+            res = getattr(self._a, name)(*unwrap(args, dev, qualname), **unwrap_kwargs(kwargs, dev, qualname))
+        out = kwargs.get("out")
+        return out if type(out) is ndarray and res is out._a else wrap(res, dev)
+    method.__name__ = name
+    return method
+
+
+_install_ndarray_methods()
+cupy = _api.Namespace("cupy", _from_numpy("cupy", np), "The CuPy stand-in (NumPy underneath, CuPy's rules).")
+cupyx = _api.Namespace("cupyx", _from_numpy("cupyx", np))

@@ -1,0 +1,158 @@
+"""``cupy.cuda`` of the stand-in: simulated devices (current device per thread), streams, events and
+the runtime queries the backend and the benchmarks make."""
+import numpy as np
+
+from ._core import N_DEVICES, current_device_id, _set_current_device_id, record
+
+
+class CUDARuntimeError(RuntimeError):
+    def __init__(self, status, msg):
+        self.status = status
+        super().__init__(msg)
+
+
+def _check_id(i):
+    if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or not 0 <= i < N_DEVICES:
+        raise CUDARuntimeError(101, f"cudaErrorInvalidDevice: invalid device ordinal ({i!r}; the stand-in "
+                                    f"simulates {N_DEVICES} GPUs)")
+    return int(i)
+
+
+class Device:
+    """``with Device(1): ...`` makes simulated GPU 1 current in this thread."""
+
+    def __init__(self, device=None):
+        self.id = current_device_id() if device is None else _check_id(device)
+        self._prev = []
+
+    def __enter__(self):
+        self._prev.append(current_device_id())
+        _set_current_device_id(self.id)
+        return self
+
+    def __exit__(self, *exc):
+        _set_current_device_id(self._prev.pop())
+
+    def use(self):
+        _set_current_device_id(self.id)
+
+    def synchronize(self):
+        record("sync", "Device.synchronize")
+
+    @property
+    def compute_capability(self):
+        return "90"
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and other.id == self.id
+
+    def __hash__(self):
+        return hash(("cuda", self.id))
+
+    def __int__(self):
+        return self.id
+
+    def __repr__(self):
+        return f"<CUDA Device {self.id} (simulated)>"
+
+
+class MemoryPointer:
+    def __init__(self, ptr, device_id):
+        self.ptr = ptr
+        self.device_id = device_id
+
+    @property
+    def device(self):
+        return Device(self.device_id)
+
+
+class Stream:
+    """Streams exist so code that makes and uses them runs; the simulated work is already done."""
+    null = None
+
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
+        self.ptr = 0 if null else id(self)
+        self.device_id = current_device_id()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def use(self):
+        return self
+
+    def synchronize(self):
+        record("sync", "Stream.synchronize")
+
+    def done(self):
+        return True
+
+    def record(self, event=None):
+        return event or Event()
+
+    def wait_event(self, event):
+        pass
+
+
+Stream.null = Stream(null=True)
+
+
+class Event:
+    def __init__(self, block=False, disable_timing=False, interprocess=False):
+        self.done = True
+
+    def record(self, stream=None):
+        pass
+
+    def synchronize(self):
+        record("sync", "Event.synchronize")
+
+
+def get_current_stream(device_id=None):
+    return Stream.null
+
+
+def get_device_id():
+    return current_device_id()
+
+
+def is_available():
+    return True
+
+
+class runtime:
+    """``cupy.cuda.runtime``: the device queries, answering for the simulated GPUs."""
+    CUDARuntimeError = CUDARuntimeError
+
+    @staticmethod
+    def getDeviceCount():
+        return N_DEVICES
+
+    @staticmethod
+    def getDevice():
+        return current_device_id()
+
+    @staticmethod
+    def setDevice(i):
+        _set_current_device_id(_check_id(i))
+
+    @staticmethod
+    def deviceSynchronize():
+        record("sync", "runtime.deviceSynchronize")
+
+    @staticmethod
+    def getDeviceProperties(i):
+        _check_id(i)
+        return {"name": b"Simulated GPU (CuPy stand-in on NumPy)", "totalGlobalMem": 16 << 30,
+                "multiProcessorCount": 1, "major": 9, "minor": 0, "clockRate": 0, "memoryClockRate": 0,
+                "memoryBusWidth": 0}
+
+    @staticmethod
+    def runtimeGetVersion():
+        return 12080
+
+    @staticmethod
+    def driverGetVersion():
+        return 12080
