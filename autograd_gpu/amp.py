@@ -168,7 +168,8 @@ class GradScaler:
                 g.data *= g.data.dtype.type(inv)
                 g._bump_version()
                 flags.setdefault(g.device, []).append(xp.isfinite(g.data).all())
-        finite = all(bool(d.backend.xp.stack(f).all()) for d, f in flags.items())
+        # one read per device, as PyTorch's GradScaler makes: whether to skip the step is decided on the host
+        finite = all(d.backend.read_back(d.backend.xp.stack(f).all(), "GradScaler.unscale_") for d, f in flags.items())
         st["unscaled"], st["found_inf"] = True, not finite
 
     def step(self, optimizer, *args, **kwargs):

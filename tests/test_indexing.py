@@ -48,16 +48,18 @@ def test_basic_index_is_a_view_sharing_memory():
 
 
 # --------------------------------------------------------------------------- errors
+# Index arrays are checked on the device: the CPU raises in the op, a GPU at the next read (.numpy(),
+# .item(), synchronize()), as PyTorch's device-side asserts do; so each test reads the result.
 def test_out_of_range_index_array_raises_index_error(device):
     x = ag.zeros(3, device=device)
     with pytest.raises(IndexError, match=r"getitem.*index 3 is out of bounds.*size 3"):
-        x[ag.tensor([0, 3], device=device)]
+        x[ag.tensor([0, 3], device=device)].numpy()
 
 
 def test_out_of_range_negative_index_array_raises_index_error(device):
     x = ag.zeros(2, 3, device=device)
     with pytest.raises(IndexError, match=r"getitem.*index -4 is out of bounds.*size 3"):
-        x[:, [-4]]
+        x[:, [-4]].numpy()
 
 
 def test_out_of_range_int_index_raises_index_error(device):
@@ -69,13 +71,13 @@ def test_out_of_range_int_index_raises_index_error(device):
 def test_out_of_range_gather_index_raises_index_error(device):
     x = ag.zeros(2, 3, device=device)
     with pytest.raises(IndexError, match=r"gather.*index 3 is out of bounds.*size 3"):
-        ag.gather(x, 1, ag.tensor([[0], [3]], device=device))
+        ag.gather(x, 1, ag.tensor([[0], [3]], device=device)).numpy()
 
 
 def test_out_of_range_scatter_add_index_raises_index_error(device):
     x = ag.zeros(3, device=device)
     with pytest.raises(IndexError, match=r"scatter_add.*index 5 is out of bounds.*size 3"):
-        ag.scatter_add(x, 0, ag.tensor([5], device=device), ag.ones(1, device=device))
+        ag.scatter_add(x, 0, ag.tensor([5], device=device), ag.ones(1, device=device)).numpy()
 
 
 def test_too_many_indices_raises_index_error():

@@ -55,11 +55,12 @@ def test_cuda_matches_cpu(info):
         _, cpu = _inputs(info, shapes, ag.float32, "cpu", requires_grad=info.grad)
         _, gpu = _inputs(info, shapes, ag.float32, "cuda", requires_grad=info.grad)
         out_c, out_g = info.op(*cpu), info.op(*gpu)
-        assert all(o.device == "cuda:0" for o in (out_g if isinstance(out_g, tuple) else (out_g,)))
-        np.testing.assert_allclose(to_numpy(out_g), to_numpy(out_c), rtol=1e-4, atol=1e-5)
+        outs_c = out_c if isinstance(out_c, tuple) else (out_c,)
+        outs_g = out_g if isinstance(out_g, tuple) else (out_g,)
+        assert len(outs_g) == len(outs_c) and all(o.device == "cuda:0" for o in outs_g)
+        for g, c in zip(outs_g, outs_c):           # outputs may differ in shape (split)
+            np.testing.assert_allclose(to_numpy(g), to_numpy(c), rtol=1e-4, atol=1e-5)
         if info.grad:
-            outs_c = out_c if isinstance(out_c, tuple) else (out_c,)
-            outs_g = out_g if isinstance(out_g, tuple) else (out_g,)
             ag.autograd.backward([o.sum() for o in outs_c])
             ag.autograd.backward([o.sum() for o in outs_g])
             for c, g in zip(cpu, gpu):

@@ -62,8 +62,9 @@ def check_gradients(node, grads):
         if g is None:
             continue
         xp = node.xp
-        if not bool(xp.isfinite(g.data).all()):
-            kind = "nan" if bool(xp.isnan(g.data).any()) else "inf"
+        backend = node.device.backend
+        if not backend.read_back(xp.isfinite(g.data).all(), "detect_anomaly's finiteness check"):
+            kind = "nan" if backend.read_back(xp.isnan(g.data).any(), "detect_anomaly") else "inf"
             where = ""
             trace = node.__dict__.get("_trace")
             if trace:

@@ -504,12 +504,13 @@ def _index_tensor(indices, like, op, name="indices"):
     return t
 
 
-def _check_range(a, n, op, what="index", extra=""):
-    """IndexError unless every entry of integer array ``a`` is in [0, n) (one check on every device)."""
+def _check_range(backend, a, n, op, what="index", extra="", exc=IndexError):
+    """``exc`` unless every entry of integer array ``a`` is in [0, n): at once on the CPU, at the next
+    synchronization on a GPU (a device-side check: no host sync in the op)."""
     if a.size:
-        lo, hi = int(a.min()), int(a.max())
-        if lo < 0 or hi >= n:
-            raise IndexError(f"{op}: {what} {lo if lo < 0 else hi} is out of range [0, {n}){extra}")
+        lo, hi = a.min(), a.max()
+        backend.assert_all((lo >= 0) & (hi < n), exc, f"{op}: {what} {{value}} is out of range [0, {n}){extra}",
+                           backend.xp.where(lo < 0, lo, hi))
 
 
 class Embedding(Function):
@@ -537,7 +538,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         raise NotImplementedError("embedding: sparse gradients are not supported; use sparse=False")
     idx = _index_tensor(input, w, "embedding", "input").data
     n = w.shape[0]
-    _check_range(idx, n, "embedding", "index", f" for a weight with {n} rows")
+    _check_range(w.device.backend, idx, n, "embedding", "index", f" for a weight with {n} rows")
     if padding_idx is not None:
         if not -n <= padding_idx < n:
             raise ValueError(f"embedding: padding_idx must be within [-{n}, {n}), got {padding_idx}")
@@ -548,8 +549,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     row_scale = None
     if padding_idx is not None or scale_grad_by_freq:
         row_scale = xp.ones(idx.shape + (1,), dtype=w.dtype)
-        if scale_grad_by_freq:
-            row_scale /= xp.bincount(idx.reshape(-1), minlength=n)[idx][..., None]
+        if scale_grad_by_freq:                     # counts by scatter-add: bincount would sync on a GPU
+            counts = xp.zeros(n, dtype=w.dtype)
+            w.device.backend.scatter_add(counts, idx.reshape(-1), xp.ones(idx.size, dtype=w.dtype))
+            row_scale /= counts[idx][..., None]
         if padding_idx is not None:
             row_scale *= (idx != padding_idx)[..., None]
     return Embedding.apply(w, idx, row_scale)
@@ -576,11 +579,8 @@ def one_hot(tensor, num_classes=-1):
     if num_classes == -1:
         if a.size == 0:
             raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass num_classes")
-        num_classes = int(a.max()) + 1
-    if a.size:
-        lo, hi = int(a.min()), int(a.max())
-        if lo < 0 or hi >= num_classes:
-            raise ValueError(f"one_hot: class values must be in [0, {num_classes}), got {lo if lo < 0 else hi}")
+        num_classes = int(t.device.backend.read_back(a.max(), "one_hot with num_classes=-1")) + 1
+    _check_range(t.device.backend, a, num_classes, "one_hot", "class value", exc=ValueError)
     xp = t.device.backend.xp
     return Tensor._make((a[..., None] == xp.arange(num_classes)).astype("int64"), t.device)
 
@@ -741,7 +741,7 @@ def _nll(logp, target, weight, ignore_index, reduction, op):
     t = target.data
     valid = t != ignore_index
     safe = xp.where(valid, t, 0)
-    _check_range(safe, c, op, "target", f" for {c} classes (ignore_index={ignore_index})")
+    _check_range(logp.device.backend, safe, c, op, "target", f" for {c} classes (ignore_index={ignore_index})")
     coef = valid.astype(logp.dtype) if weight is None else weight.data.astype(logp.dtype)[safe] * valid
     return NllLoss.apply(logp, safe[:, None], coef, reduction), valid, safe
 
@@ -916,9 +916,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if t.shape != x.shape:
         raise ValueError(f"{op}: expected a target of the input's shape {x.shape}, got {t.shape}")
     xd = x.data
-    if x.numel() and not bool(((xd >= 0) & (xd <= 1)).all()):      # NaN fails this too, as in PyTorch
-        raise ValueError(f"{op}: all elements of input should be probabilities in [0, 1]; apply sigmoid first or "
-                         "use binary_cross_entropy_with_logits")
+    if x.numel():                                  # NaN fails this too, as in PyTorch
+        x.device.backend.assert_all(((xd >= 0) & (xd <= 1)).all(), ValueError,
+                                    f"{op}: all elements of input should be probabilities in [0, 1]; apply sigmoid "
+                                    "first or use binary_cross_entropy_with_logits")
     x, t = _same_dtype(op, x, t)
     loss = BinaryCrossEntropy.apply(x, t)
     if weight is not None:

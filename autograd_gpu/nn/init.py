@@ -92,7 +92,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
     out = backend.randn(tensor.shape, tensor.dtype) * std + mean
     for _ in range(1000):
         bad = (out < a) | (out > b)
-        n = int(bad.sum())
+        n = int(backend.read_back(bad.sum(), "trunc_normal_"))
         if n == 0:
             break
         out[bad] = backend.randn((n,), tensor.dtype) * std + mean

@@ -46,7 +46,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         norms.append(n if g.device is dev else dev.backend.asarray(g.device.backend.to_host(n)))
     stacked = xp.stack([xp.asarray(n, dtype=grads[0].dtype) for n in norms])
     total = stacked.max() if norm_type == math.inf else (xp.abs(stacked) ** norm_type).sum() ** (1.0 / norm_type)
-    if error_if_nonfinite and not bool(xp.isfinite(total)):
+    if error_if_nonfinite and not dev.backend.read_back(xp.isfinite(total), "clip_grad_norm_(error_if_nonfinite=True)"):
         raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
                            "non-finite, so they cannot be clipped; pass error_if_nonfinite=False to skip this check")
     # multiply by min(1, coef) unconditionally: no device-to-host sync to decide whether to clip

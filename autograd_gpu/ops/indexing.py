@@ -88,7 +88,8 @@ def _prepare(x, idx, op="getitem"):
             if i.shape != x.shape[d:d + i.ndim]:
                 raise IndexError(f"{op}: the bool mask of shape {i.shape} does not match the tensor's shape "
                                  f"{x.shape} at dims {d}..{d + i.ndim - 1} (expected {x.shape[d:d + i.ndim]})")
-            final.extend(i.nonzero())
+            with x.device.backend.sync_point(f"{op} with a boolean mask"):   # the result's size is data
+                final.extend(i.nonzero())
         elif getattr(i, "dtype", None) is not None and i.dtype.kind in "iu":
             if x.device.type != "cpu":              # NumPy raises by itself; CuPy would wrap silently
                 x.device.backend.check_indices(i, x.shape[d], f"{op} (dim {d})")

@@ -200,7 +200,7 @@ class Prod(Function):
         # no zero -> prod / x_i; one zero -> the product of the non-zeros at that zero, 0 elsewhere
         x, = ctx.saved_tensors
         axes, shape = ctx.axes, x.shape
-        if is_grad_enabled() and bool((x.data == 0).any()):
+        if is_grad_enabled() and x.device.backend.read_back((x.data == 0).any(), "prod's backward with create_graph"):
             # building a graph of this gradient: the where() branches below would hide how the product
             # of the others depends on the zeros, so use the exact (O(n^2) in the reduced size) form
             return _regrow(grad, shape, axes, ctx.keepdims) * _product_of_others(x, axes), None, None

@@ -5,6 +5,7 @@ from ..autograd.function import Function
 from ..tensor import Tensor
 from ..dtypes import result_type
 from ._util import as_tensor, normalize_dim, normalize_dims, shape_arg, pick
+from ..backends import host_asarray as _host_asarray
 
 __all__ = ["broadcast_shapes", "broadcast_to", "expand", "sum_to", "reshape", "view", "flatten",
            "permute", "transpose", "swapaxes", "squeeze", "unsqueeze", "expand_dims", "concatenate",
@@ -463,9 +464,11 @@ def repeat_interleave(x, repeats, dim=None, axis=None):
         y = broadcast_to(y, x.shape[:d + 1] + (repeats,) + x.shape[d + 1:])
         return reshape(y, x.shape[:d] + (x.shape[d] * repeats,) + x.shape[d + 1:])
     from .indexing import index_select
-    xp = x.device.backend.xp
-    reps = repeats.data if isinstance(repeats, Tensor) else xp.asarray(repeats)
+    backend = x.device.backend
+    # the repeats size the result, so they are needed on the host (a sync when they are on a GPU)
+    reps = (backend.read_back(repeats.data, "repeat_interleave with tensor repeats") if isinstance(repeats, Tensor)
+            else _host_asarray(repeats))
     if reps.shape != (x.shape[d],):
         raise ValueError(f"repeat_interleave: expected {x.shape[d]} repeats, got shape {tuple(reps.shape)}")
-    idx = xp.repeat(xp.arange(x.shape[d]), reps)
+    idx = backend.xp.repeat(backend.xp.arange(x.shape[d]), reps.tolist())
     return index_select(x, d, Tensor._make(idx, x.device))

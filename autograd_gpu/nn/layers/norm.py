@@ -60,7 +60,7 @@ class _BatchNorm(Module):
             nbt.data += 1
             nbt._bump_version()
             if self.momentum is None:      # cumulative moving average
-                factor = 1.0 / float(nbt.data)
+                factor = 1.0 / float(nbt.device.backend.read_back(nbt.data, "BatchNorm with momentum=None"))
         use_batch_stats = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
         return F.batch_norm(x, self.running_mean if track else None, self.running_var if track else None,
