@@ -1,0 +1,163 @@
+"""The CuPy stand-in refuses what CuPy refuses and counts what crosses between host and device.
+
+These run in every CPU run (the stand-in is plain NumPy underneath); `AG_CUDA=standin` then runs the
+whole `gpu` suite on it."""
+import operator
+
+import numpy as np
+import pytest
+
+import autograd_gpu as ag
+from autograd_gpu.backends import cupy_backend
+from autograd_gpu.testing import cupy_standin
+from autograd_gpu.testing.cupy_standin import cupy as cp, cupyx, count_transfers
+from autograd_gpu.testing.cupy_standin._api import NAMESPACES
+
+
+# -- what it refuses ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("convert", [np.asarray, np.array, lambda a: np.array(a, dtype=np.float32)])
+def test_implicit_conversion_to_numpy_raises_type_error(convert):
+    with pytest.raises(TypeError, match="Implicit conversion to a NumPy array is not allowed"):
+        convert(cp.arange(3.0))
+
+
+@pytest.mark.parametrize("call", [
+    lambda a, h: cp.exp(h),
+    lambda a, h: cp.add(a, h),
+    lambda a, h: cp.concatenate([a, h]),
+    lambda a, h: a + h,
+    lambda a, h: h * a,
+    lambda a, h: cp.where(a > 0, a, h),
+    lambda a, h: a.dot(h),
+])
+def test_numpy_arrays_passed_to_cupy_functions_raise_type_error(call):
+    a, h = cp.arange(3.0), np.arange(3.0)
+    with pytest.raises(TypeError, match="Unsupported type"):
+        call(a, h)
+
+
+def test_python_and_numpy_scalars_are_accepted():
+    a = cp.arange(3, dtype=np.float32)
+    for s in (2, 2.5, np.float32(2), np.int64(2), np.float64(2.5)):
+        for r in (a * s, s * a, cp.maximum(a, s), a + s):
+            assert isinstance(r, cp.ndarray)
+    assert cp.full((2,), np.float32(1.5)).get().tolist() == [1.5, 1.5]
+
+
+def test_names_and_keywords_cupy_lacks_raise_even_where_numpy_has_them():
+    a = cp.arange(3.0)
+    assert hasattr(np, "fromregex") and hasattr(np, "vecdot")
+    with pytest.raises(AttributeError, match="CuPy 14.2.0 has no such name"):
+        cp.fromregex
+    with pytest.raises(AttributeError):
+        cp.vecdot
+    with pytest.raises(AttributeError):
+        a.resize                                    # numpy.ndarray has it, cupy.ndarray does not
+    with pytest.raises(TypeError, match="unexpected keyword argument 'where'"):
+        a.sum(where=a > 0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'where'"):
+        cp.exp(a, where=a > 0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'initial'"):
+        cp.max(a, initial=0.0)
+    assert set(dir(cp)) == set(NAMESPACES["cupy"])
+
+
+def test_the_stand_in_offers_no_array_attribute_cupy_lacks():
+    public = {n for n in dir(cp.ndarray) if not n.startswith("_")}
+    assert public <= set(NAMESPACES["cupy.ndarray"]), public - set(NAMESPACES["cupy.ndarray"])
+
+
+def test_mixing_arrays_of_two_gpus_raises():
+    a = cp.ones(3)
+    with cp.cuda.Device(1):
+        b = cp.ones(3)
+        assert b.device.id == 1 and cp.cuda.Device().id == 1
+    assert a.device.id == 0
+    for mix in (lambda: a + b, lambda: cp.add(a, b), lambda: cp.stack([a, b]), lambda: b.sum(), lambda: a[b > 0]):
+        with pytest.raises(ValueError, match=r"resides \(1\) is different from the current device \(0\)"):
+            mix()
+    with cp.cuda.Device(1):
+        assert (b * 2).device.id == 1
+        c = cp.asarray(a)                           # a device-to-device copy is allowed
+    assert c.device.id == 1
+    with pytest.raises(Exception, match="invalid device ordinal"):
+        cp.cuda.Device(2)
+
+
+def test_is_not_a_numpy_array_and_keeps_cupy_semantics():
+    a = cp.arange(4.0)
+    assert not isinstance(a, np.ndarray) and isinstance(a, cp.ndarray)
+    s = a.sum()
+    assert isinstance(s, cp.ndarray) and s.shape == ()          # 0-d array, not a NumPy scalar
+    assert isinstance(cp.sum(a), cp.ndarray) and isinstance(a[1], cp.ndarray)
+    assert isinstance(np.sum(a), cp.ndarray)                    # __array_function__ dispatches to CuPy
+    assert a[cp.asarray([5, -5])].get().tolist() == [1.0, 3.0]  # out-of-bounds indices wrap, as in CuPy
+    assert cp.take_along_axis(a, cp.asarray([4]), 0).get().tolist() == [0.0]
+    out = cp.zeros(4)
+    assert cp.multiply(a, 2, out=out) is out
+    with np.errstate(all="raise"):
+        (a / 0).get()                               # CUDA kernels never warn or raise on 1/0
+
+
+# -- what it counts -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("read", [
+    lambda a: a.get(), lambda a: cp.asnumpy(a), lambda a: a[0].item(), lambda a: float(a[0]),
+    lambda a: int(a[0]), lambda a: bool(a[0]), lambda a: operator.index(cp.arange(3)[1]), lambda a: a.tolist(),
+    repr, str, lambda a: f"{a[0]:.2f}", lambda a: a[a > 0], lambda a: cp.nonzero(a),
+])
+def test_every_device_to_host_transfer_is_counted_once(read):
+    a = cp.arange(3.0)
+    with count_transfers() as log:
+        read(a)
+    assert (log.d2h, log.h2d) == (1, 0), log.events
+
+
+def test_host_to_device_copies_are_counted_and_device_work_is_not():
+    with count_transfers() as log:
+        a = cp.asarray(np.arange(3.0))
+        b = cp.array([1.0, 2.0, 3.0])
+        c = cp.zeros(3) + cp.arange(3) * a - b      # made and computed on the device: nothing moves
+        c[cp.arange(1)] = 1.0
+        a.set(np.ones(3))
+    assert (log.d2h, log.h2d) == (0, 3), log.events
+    with count_transfers() as outer, count_transfers() as inner:
+        a.get()
+    assert outer.d2h == inner.d2h == 1
+    assert isinstance(cp.asnumpy(a), np.ndarray) and isinstance(a.get(), np.ndarray)
+
+
+def test_cupyx_and_random_work_on_the_device():
+    out = cp.zeros(3)
+    cupyx.scatter_add(out, cp.asarray([0, 0, 2]), cp.ones(3))
+    assert out.get().tolist() == [2.0, 0.0, 1.0]
+    assert abs(float(cupyx.scipy.special.erf(cp.asarray(0.5))) - 0.5204998778) < 1e-9
+    rs = cp.random.RandomState(0)
+    x = rs.standard_normal((2, 3), dtype=np.float32)
+    assert isinstance(x, cp.ndarray) and x.dtype == np.float32
+    with pytest.raises(AttributeError):
+        cp.random.default_rng(0).normal             # CuPy's Generator has no normal()
+
+
+# -- the switch -------------------------------------------------------------------------------------------
+def test_install_makes_cuda_available_and_prints_devices_as_simulated():
+    was = cupy_backend.simulated()
+    cupy_standin.install()
+    try:
+        assert ag.cuda.is_available() and ag.cuda.device_count() == cupy_standin.N_DEVICES
+        x = ag.ones(2, device="cuda")
+        assert "device='cuda:0 (simulated)'" in repr(x)
+        assert "simulated" in ag.cuda.get_device_name().lower()
+        assert type(x.data) is cp.ndarray
+    finally:
+        if not was:
+            cupy_standin.uninstall()
+    assert cupy_backend.simulated() == was
+
+
+def test_importing_autograd_gpu_never_uses_the_stand_in():
+    import subprocess
+    import sys
+    code = ("import autograd_gpu as ag, sys; from autograd_gpu.backends import cupy_backend; "
+            "assert not cupy_backend.simulated(); "
+            "assert 'autograd_gpu.testing.cupy_standin' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
