@@ -293,7 +293,11 @@ class Tensor:
         return Tensor._make(self.data.copy(), self.device)
 
     def _ones_like(self):
-        return Tensor._make(self.device.backend.xp.ones(self.data.shape, dtype=self.data.dtype), self.device)
+        b = self.device.backend
+        if b.context is None:
+            return Tensor._make(b.xp.ones(self.data.shape, dtype=self.data.dtype), self.device)
+        with b.context():                     # allocate on this tensor's GPU
+            return Tensor._make(b.xp.ones(self.data.shape, dtype=self.data.dtype), self.device)
 
     def __bool__(self):
         if self.data.size != 1:
