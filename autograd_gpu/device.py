@@ -94,6 +94,9 @@ def set_default_device(d):
     """Set the device that factories and ``tensor()`` use when none is given."""
     d = device(d)
     d.backend   # fail now, with the install hint, rather than at the first tensor
+    if d.type == "cuda" and d.index:     # CuPy works on the current GPU: make it this one
+        from .cuda import set_device
+        set_device(d.index)
     _default[0] = d
 
 

@@ -7,6 +7,7 @@ import autograd_gpu as ag
 # AG_CUDA=standin runs every CUDA code path on the strict CuPy stand-in (NumPy underneath): the `gpu`
 # tests then run on a machine without a GPU, as CI does with `AG_CUDA=standin python -m pytest -m gpu`.
 _CUDA_MODE = os.environ.get("AG_CUDA", "")
+_CUDA_DEVICE = os.environ.get("AG_CUDA_DEVICE", "cuda")      # the GPU the `cuda` tests run on
 if _CUDA_MODE == "standin":
     from autograd_gpu.testing import cupy_standin
     cupy_standin.install()
@@ -31,7 +32,7 @@ def _cuda_param():
     except Exception as e:  # a broken CUDA install must skip, not error
         reason = f"CUDA unusable: {e}"
     marks = [pytest.mark.gpu] + ([pytest.mark.skip(reason=reason)] if reason else [])
-    return pytest.param("cuda", marks=marks, id="cuda")
+    return pytest.param(_CUDA_DEVICE, marks=marks, id="cuda")
 
 
 DEVICES = [pytest.param("cpu", id="cpu"), _cuda_param()]
@@ -39,6 +40,8 @@ DEVICES = [pytest.param("cpu", id="cpu"), _cuda_param()]
 
 @pytest.fixture(params=DEVICES)
 def device(request):
+    if request.param.startswith("cuda:"):      # AG_CUDA_DEVICE=cuda:1: the same tests on another GPU
+        ag.cuda.set_device(request.param)
     return request.param
 
 
@@ -48,6 +51,8 @@ def _restore_global_state():
     ag.set_default_dtype(ag.float32)
     ag.set_default_device("cpu")
     ag.cuda.set_sync_debug_mode("default")
+    if _CUDA_DEVICE.startswith("cuda:"):
+        ag.cuda.set_device(0)
     from autograd_gpu.backends import _backends
     for b in _backends.values():        # a failed device-side check must not surface in the next test
         b.discard_checks()

@@ -74,7 +74,7 @@ def test_mixing_arrays_of_two_gpus_raises():
         assert b.device.id == 1 and cp.cuda.Device().id == 1
     assert a.device.id == 0
     for mix in (lambda: a + b, lambda: cp.add(a, b), lambda: cp.stack([a, b]), lambda: b.sum(), lambda: a[b > 0]):
-        with pytest.raises(ValueError, match=r"resides \(1\) is different from the current device \(0\)"):
+        with pytest.raises(ValueError, match=r"array device = 1 while current = 0"):
             mix()
     with cp.cuda.Device(1):
         assert (b * 2).device.id == 1
@@ -161,3 +161,25 @@ def test_importing_autograd_gpu_never_uses_the_stand_in():
             "assert not cupy_backend.simulated(); "
             "assert 'autograd_gpu.testing.cupy_standin' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ag_cuda_set_device_and_device_context_pick_the_current_gpu():
+    was = cupy_backend.simulated()
+    cupy_standin.install()
+    try:
+        assert ag.cuda.current_device() == 0
+        with ag.cuda.device("cuda:1"):
+            assert ag.cuda.current_device() == 1
+            x = ag.randn(3, device="cuda:1", requires_grad=True)
+            (x * x).sum().backward()                      # raw array work runs on GPU 1 too
+            assert x.grad.data.device.id == 1
+        assert ag.cuda.current_device() == 0
+        ag.cuda.set_device(1)
+        assert ag.cuda.current_device() == 1
+        ag.cuda.set_device("cuda:0")
+        with pytest.raises(ValueError, match="expected a CUDA device"):
+            ag.cuda.set_device("cpu")
+    finally:
+        ag.cuda.set_device(0)
+        if not was:
+            cupy_standin.uninstall()

@@ -3,6 +3,7 @@
 On the CuPy stand-in every device-to-host transfer is counted, so these tests say exactly how many a
 step makes (0) and how many reading the loss makes (1). On a real GPU they run the same steps under
 ``ag.cuda.set_sync_debug_mode("error")``, which raises on every sync the library declares."""
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -23,7 +24,9 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 def cuda():
     if not ag.cuda.is_available():
         pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs these on the CuPy stand-in)")
-    return "cuda"
+    d = os.environ.get("AG_CUDA_DEVICE", "cuda")     # the GPU the `gpu` tests run on (conftest.py)
+    ag.cuda.set_device(d)
+    return d
 
 
 class transfers:
@@ -171,7 +174,7 @@ def test_sync_debug_mode_values():
 
 def test_train_mlp_example_runs_an_epoch_under_sync_error_mode(cuda, monkeypatch, tmp_path, capsys):
     monkeypatch.syspath_prepend(str(EXAMPLES))
-    monkeypatch.setattr(sys, "argv", ["train_mlp.py", "--device", "cuda", "--epochs", "1",
+    monkeypatch.setattr(sys, "argv", ["train_mlp.py", "--device", cuda, "--epochs", "1",
                                       "--out", str(tmp_path / "mlp.png")])
     ag.cuda.set_sync_debug_mode("error")
     runpy.run_path(str(EXAMPLES / "train_mlp.py"), run_name="__main__")

@@ -6,7 +6,7 @@ what it counts:
 - ``ndarray`` is not a ``numpy.ndarray``: ``numpy.asarray`` on it raises ``TypeError`` (CuPy's
   "Implicit conversion to a NumPy array is not allowed"), NumPy arrays passed where CuPy wants
   device arrays raise ``TypeError``, and arrays on another simulated GPU than the current one raise
-  ``ValueError`` (CuPy's check when peer access is unavailable).
+  ``ValueError`` (CuPy's check: operations run on the current device).
 - every device-to-host transfer (``get``, ``item``, ``tolist``, ``float()``, ``int()``, ``bool()``,
   ``operator.index``, printing, boolean-mask indexing and the other ops that read back a size) and
   every host-to-device copy is logged, so tests can count them.
@@ -78,8 +78,8 @@ def remove_hook(fn):
 
 # -- argument conversion ------------------------------------------------------------------------------
 def _device_mismatch(array_dev, dev):
-    return ValueError(f"The device where the array resides ({array_dev}) is different from the current "
-                      f"device ({dev}). Peer access is unavailable between these devices.")
+    return ValueError(f"Array device must be same as the current device: array device = {array_dev} while "
+                      f"current = {dev}")
 
 
 def unwrap(x, dev, name):
