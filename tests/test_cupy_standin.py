@@ -29,6 +29,7 @@ def test_implicit_conversion_to_numpy_raises_type_error(convert):
     lambda a, h: h * a,
     lambda a, h: cp.where(a > 0, a, h),
     lambda a, h: a.dot(h),
+    lambda a, h: cp.maximum(a, [1.0, 2.0, 3.0]),    # a list is no array to a CuPy ufunc either
 ])
 def test_numpy_arrays_passed_to_cupy_functions_raise_type_error(call):
     a, h = cp.arange(3.0), np.arange(3.0)

@@ -47,6 +47,10 @@ class ufunc:
         self.nin, self.nout = npu.nin, npu.nout
 
     def __call__(self, *args, **kwargs):
+        for a in args:                  # a CuPy ufunc takes arrays and scalars, never lists or tuples
+            if type(a) is list or type(a) is tuple:
+                raise TypeError(f"Unsupported type {type(a)} (in {self._qualname}: CuPy ufuncs take CuPy "
+                                "arrays and scalars only)")
         return _call(self._qualname, self._npu, self._check, args, kwargs)
 
     def __getattr__(self, method):
