@@ -39,10 +39,10 @@ def main(argv=None):
     def predict(grid):
         with ag.no_grad():
             return (model(ag.tensor(grid, device=args.device)).squeeze(1) > 0).long().numpy()
-    save_decision_boundary(args.out, predict, X, y, f"micrograd MLP on moons: {accs[-1]:.0%}")
     curves = args.out.replace(".png", "_curves.png")
-    save_curves(curves, {"loss": (range(steps), losses), "accuracy": (range(steps), accs)}, "training")
-    print(f"saved {args.out} and {curves}")
+    if save_decision_boundary(args.out, predict, X, y, f"micrograd MLP on moons: {accs[-1]:.0%}") and \
+            save_curves(curves, {"loss": (range(steps), losses), "accuracy": (range(steps), accs)}, "training"):
+        print(f"saved {args.out} and {curves}")
     return {"accuracy": accs[-1], "seconds": timer.seconds}
 
 

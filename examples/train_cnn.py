@@ -63,9 +63,9 @@ def main(argv=None):
             set_postfix(bar, loss=losses[-1], test_acc=test_acc[-1])
     print(f"{args.dataset}: CNN test accuracy {test_acc[-1]:.2%} after {epochs} epochs in {timer.seconds:.1f} s "
           f"on {args.device}")
-    save_curves(args.out, {"training loss": (range(len(losses)), losses),
-                           "test accuracy": (range(1, epochs + 1), test_acc)}, f"CNN on {args.dataset}")
-    print(f"saved {args.out}")
+    if save_curves(args.out, {"training loss": (range(len(losses)), losses),
+                              "test accuracy": (range(1, epochs + 1), test_acc)}, f"CNN on {args.dataset}"):
+        print(f"saved {args.out}")
     return {"test_accuracy": test_acc[-1], "seconds": timer.seconds}
 
 

@@ -67,9 +67,9 @@ def main(argv=None):
             set_postfix(bar, loss=losses[-1], test_acc=test_acc[-1])
     print(f"{args.dataset}: test accuracy {test_acc[-1]:.2%} after {epochs} epochs in {timer.seconds:.1f} s "
           f"on {args.device}" + (" with mixed precision (float16 matmuls, loss scaling)" if args.amp else ""))
-    save_curves(args.out, {"training loss": (steps, losses), "test accuracy": (range(1, epochs + 1), test_acc)},
-                f"MLP on {args.dataset}")
-    print(f"saved {args.out}")
+    if save_curves(args.out, {"training loss": (steps, losses), "test accuracy": (range(1, epochs + 1), test_acc)},
+                   f"MLP on {args.dataset}"):
+        print(f"saved {args.out}")
     return {"test_accuracy": test_acc[-1], "seconds": timer.seconds}
 
 
