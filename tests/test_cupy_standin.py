@@ -100,10 +100,69 @@ def test_is_not_a_numpy_array_and_keeps_cupy_semantics():
         (a / 0).get()                               # CUDA kernels never warn or raise on 1/0
 
 
+def test_no_index_protocol_and_no_in_place_matmul_as_on_cupy():
+    # cupy.ndarray (CuPy 14.2.0) has neither __index__ nor __imatmul__, and item() takes no index
+    i = cp.arange(3)[1]
+    for use in (operator.index, range, lambda i: [0, 1, 2][i]):
+        with pytest.raises(TypeError):
+            use(i)
+    assert int(i) == 1
+    with pytest.raises(TypeError):
+        cp.arange(3).item(0)
+    a = b = cp.ones((2, 2))
+    a @= cp.eye(2) * 2                              # rebinds a to a new array; b keeps its values
+    assert b.get().tolist() == [[1.0, 1.0], [1.0, 1.0]] and a.get().tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
+def test_setitem_with_host_values_as_on_cupy():
+    a = cp.zeros(4)
+    # a basic index fills: a scalar only (CuPy's _scatter_op calls fill, which refuses non-scalar arrays)
+    with pytest.raises(ValueError, match="non-scalar numpy.ndarray cannot be used for fill"):
+        a[1:3] = np.ones(2)
+    with pytest.raises(TypeError, match="Unsupported type"):
+        a[...] = [1.0, 2.0, 3.0, 4.0]
+    with count_transfers() as log:
+        a[...] = np.float32(2)
+        a[0] = np.array(1.0)                        # a 0-d host array is a scalar
+        a[1:] = cp.asarray(np.full(3, 3.0))         # the way to copy host data in
+        a[cp.asarray([1, 2])] = np.array([4.0, 5.0])    # an index array copies the value in
+        a[a > 4.5] = [6.0]
+    assert (log.h2d, log.d2h) == (4, 1) and a.get().tolist() == [1.0, 4.0, 6.0, 3.0]    # the mask is counted
+
+
+def test_scatter_and_ufunc_methods_take_what_cupy_takes():
+    for dt in ("int8", "uint8", "int16", "bool"):          # no CUDA atomic add for these
+        with pytest.raises(TypeError, match="cupy.add.at only supports int32, int64, float16"):
+            cupyx.scatter_add(cp.zeros(3, dtype=dt), cp.asarray([0, 0]), cp.ones(2, dtype=dt))
+    with pytest.raises(TypeError, match="cupy.maximum.at only supports"):
+        cupyx.scatter_max(cp.zeros(3, dtype=np.float16), cp.asarray([0]), cp.ones(1, dtype=np.float16))
+    x = cp.zeros(3, dtype=np.int8)                  # a mask or a basic index needs no atomics
+    cupyx.scatter_add(x, cp.asarray([True, False, True]), 1)
+    cupyx.scatter_add(x, slice(1, None), 1)
+    assert x.get().tolist() == [1, 1, 2]
+    y = cp.zeros(3, dtype=np.int64)
+    cupyx.scatter_add(y, cp.asarray([0, 0]), cp.ones(2, dtype=np.int64))
+    cp.add.at(y, cp.asarray([2]), 5)
+    assert y.get().tolist() == [2, 0, 5] and int(cp.add.reduce(y)) == 7
+    for unsupported in (lambda: cp.multiply.at(y, cp.asarray([0]), 2), lambda: cp.maximum.reduce(y),
+                        lambda: cp.maximum.accumulate(y), lambda: cp.multiply.reduceat(y, cp.asarray([0]))):
+        with pytest.raises(NotImplementedError, match="is not supported yet"):
+            unsupported()
+
+
+def test_random_floats_are_float32_or_float64_only():
+    rs = cp.random.RandomState(0)
+    for draw in (lambda: rs.random_sample((2,), dtype=np.float16), lambda: rs.standard_normal(2, dtype=np.int32),
+                 lambda: rs.rand(2, dtype=np.float16), lambda: rs.uniform(size=2, dtype=np.float16)):
+        with pytest.raises(TypeError, match="only supports float32 and float64"):
+            draw()
+    assert rs.random_sample((2,), dtype=np.float32).dtype == np.float32 and rs.randn(2).dtype == np.float64
+
+
 # -- what it counts -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("read", [
     lambda a: a.get(), lambda a: cp.asnumpy(a), lambda a: a[0].item(), lambda a: float(a[0]),
-    lambda a: int(a[0]), lambda a: bool(a[0]), lambda a: operator.index(cp.arange(3)[1]), lambda a: a.tolist(),
+    lambda a: int(a[0]), lambda a: bool(a[0]), lambda a: a.tolist(),
     repr, str, lambda a: f"{a[0]:.2f}", lambda a: a[a > 0], lambda a: cp.nonzero(a),
 ])
 def test_every_device_to_host_transfer_is_counted_once(read):

@@ -32,6 +32,20 @@ def test_scatter_add_sums_repeated_targets(device):
     np.testing.assert_array_equal(out.numpy(), [4.0, 0.0, 2.0])
 
 
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int16", "int32", "int64"])
+def test_scatter_add_of_integer_and_bool_tensors_matches_numpy(device, dtype):
+    # CuPy's scatter_add has CUDA atomics for int32/int64/uint32/uint64/floats only: the CUDA backend adds
+    # the other dtypes in uint64 and folds the sums back, wrapping as NumPy's add.at does
+    x = np.array([[100, 1], [0, 0], [5, 7]]).astype(dtype)
+    idx = np.array([[0, 2], [0, 2], [1, 0]])
+    src = np.array([[100, 1], [27, 1], [1, 0]]).astype(dtype)
+    expected = x.copy()
+    np.add.at(expected, (idx, np.arange(2)[None, :]), src)
+    out = ag.scatter_add(ag.tensor(x, device=device), 0, ag.tensor(idx, device=device), ag.tensor(src, device=device))
+    assert out.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(out.numpy(), expected)
+
+
 def test_second_derivative_through_integer_index():
     x = ag.tensor([1.0, 2.0, 3.0], requires_grad=True)
     y = (x[[0, 0, 2]] ** 2).sum()             # = 2 x0^2 + x2^2

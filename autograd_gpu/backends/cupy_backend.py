@@ -12,6 +12,8 @@ _cupyx = None
 _import_error = None
 _simulated = False
 _global_seed = [None]
+# the dtypes cupyx.scatter_add takes with an index array, in CuPy 13 and 14 (CUDA atomicAdd)
+_ATOMIC_ADD = frozenset({"int32", "uint32", "uint64", "float16", "float32", "float64"})
 
 
 def _import_cupy():
@@ -178,7 +180,18 @@ class CupyBackend(Backend):
     # -- kernels where the namespaces differ ---------------------------------------------------
     def scatter_add(self, out, index, values):
         with self._cuda_device:
-            self.cupyx.scatter_add(out, index, values)
+            if out.dtype.name in _ATOMIC_ADD or out.dtype.kind not in "biu":
+                self.cupyx.scatter_add(out, index, values)
+                return
+            # CuPy has no atomic add for bool, int8, int16, uint8, uint16 (nor int64 before CuPy 14): it
+            # raises TypeError. Add in uint64, whose wrapping sums are two's-complement sums, then fold the
+            # sums in at out's dtype, wrapping (or, for bool, or-ing) as NumPy's add.at does.
+            acc = self.xp.zeros(out.shape, dtype=np.uint64)
+            self.cupyx.scatter_add(acc, index, values.astype(np.int64).view(np.uint64))
+            if out.dtype.kind == "b":
+                out |= acc != 0
+            else:
+                out += acc.astype(out.dtype)
 
     def sigmoid(self, x):
         """1 / (1 + exp(-x)); exp overflowing to inf gives the right 0 (CuPy does not warn)."""

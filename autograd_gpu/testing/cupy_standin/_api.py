@@ -42,6 +42,14 @@ def not_simulated(qualname):
     return f
 
 
+def not_supported(qualname, message):
+    """What CuPy offers under ``qualname`` but raises NotImplementedError for (``message``, CuPy's own)."""
+    def f(*args, **kwargs):
+        raise NotImplementedError(message)
+    f.__name__ = qualname.rsplit(".", 1)[-1]
+    return f
+
+
 class Namespace(types.ModuleType):
     """A module offering exactly CuPy's names for ``qualname``: each is made on first use, by
     ``make(name, entry)``; a name that CuPy lacks raises AttributeError even where NumPy has it."""

@@ -8,7 +8,7 @@ what it counts:
   device arrays raise ``TypeError``, and arrays on another simulated GPU than the current one raise
   ``ValueError`` (CuPy's check: operations run on the current device).
 - every device-to-host transfer (``get``, ``item``, ``tolist``, ``float()``, ``int()``, ``bool()``,
-  ``operator.index``, printing, boolean-mask indexing and the other ops that read back a size) and
+  printing, boolean-mask indexing and the other ops that read back a size) and
   every host-to-device copy is logged, so tests can count them.
 - CuPy's own differences from NumPy are kept: operations return 0-d arrays, never NumPy scalars;
   out-of-bounds integer-array indices wrap around instead of raising.
@@ -123,7 +123,7 @@ def check_dtype(dt, name):
 # -- indexing -----------------------------------------------------------------------------------------
 def _index_key(a, key, dev, setting):
     """NumPy's form of an index into ``a``: device index arrays unwrapped (boolean masks log a
-    read-back, as CuPy syncs to size the result), host index arrays and lists copied in (logged),
+    read-back, as CuPy syncs to count them, to get or to set), host index arrays and lists copied in (logged),
     and integer-array indices wrapped modulo the axis length, as CuPy does instead of raising."""
     parts = list(key) if type(key) is tuple else [key]
     consumed = sum(_axes_used(p) for p in parts)
@@ -136,19 +136,50 @@ def _index_key(a, key, dev, setting):
         if isinstance(p, np.ndarray) or (type(p) is list and p):
             record("h2d", "an index array copied from the host")
             p = np.asarray(p)
+        elif type(p) is bool or type(p) is np.bool_:
+            p = np.asarray(p)               # CuPy makes a bool scalar a 0-d mask (_prepare_slice_list)
         elif type(p) is ndarray:
             if p._dev != dev:
                 raise _device_mismatch(p._dev, dev)
             p = p._a
         if isinstance(p, np.ndarray):
             if p.dtype == np.bool_:
-                if not setting:
-                    record("d2h", "indexing with a boolean mask (the result's size is read back)")
+                # getting and setting alike: CuPy counts the mask's true entries and reads the count back
+                # (_routines_indexing.pyx: _prepare_mask_indexing_single's int(mask_scanned[-1]) for one
+                # mask, _ndarray_argwhere for a mask among other index arrays); an empty mask reads nothing
+                if p.size:
+                    record("d2h", "indexing with a boolean mask (the number of true entries is read back)")
             elif p.dtype.kind in "iu" and axis < a.ndim and a.shape[axis] > 0:
                 p = p % a.shape[axis]          # CuPy wraps out-of-bounds indices around
         out.append(p)
         axis += _axes_used(p)
     return tuple(out)
+
+
+def _advanced(key):
+    """Whether CuPy indexes with ``key`` through an index array (cupy/_core/_routines_indexing.pyx,
+    _prepare_slice_list: lists, tuples, NumPy and device arrays and booleans become index arrays)."""
+    for p in (key if type(key) is tuple else (key,)):
+        if type(p) in (list, tuple, ndarray, bool, np.bool_) or isinstance(p, np.ndarray):
+            return True
+    return False
+
+
+def _fill_value(value):
+    """The value of ``a[basic index] = value`` as CuPy takes it when it is no device array: CuPy's
+    _scatter_op calls ``a.fill(value)`` (cupy/_core/_routines_indexing.pyx), and fill takes only scalars
+    (core.pyx: "non-scalar numpy.ndarray cannot be used for fill"; a list or tuple reaches the fill
+    kernel's argument check: "Unsupported type"). So ``a[...] = host_array`` raises on CuPy 14 (copy with
+    cupy.asarray or ndarray.set); an index array (``a[idx] = host_array``) does copy it in."""
+    if isinstance(value, np.ndarray):
+        if value.shape != ():
+            raise ValueError("non-scalar numpy.ndarray cannot be used for fill (CuPy's a[basic index] = "
+                             "value fills with a scalar; copy a host array in with cupy.asarray first)")
+        return value.item()
+    if type(value) in (bool, int, float, complex) or isinstance(value, np.generic):
+        return value
+    raise TypeError(f"Unsupported type {type(value)} (CuPy's a[basic index] = value takes a CuPy array or "
+                    "a scalar)")
 
 
 def _axes_used(p):
@@ -248,9 +279,9 @@ class ndarray:
             return out
         return np.array(self._a, order=order)
 
-    def item(self, *args):
+    def item(self):                 # CuPy's item() takes no index (core.pyx: _ndarray_base.item(self))
         record("d2h", "ndarray.item")
-        return self._a.item(*args)
+        return self._a.item()
 
     def tolist(self):
         record("d2h", "ndarray.tolist")
@@ -278,11 +309,8 @@ class ndarray:
         record("d2h", "ndarray.__bool__")
         return bool(self._a)
 
-    def __index__(self):
-        if self._a.ndim or self._a.dtype.kind not in "iub":
-            raise TypeError("only integer scalar arrays can be converted to a scalar index")
-        record("d2h", "ndarray.__index__")
-        return self._a.__index__()
+    # No __index__: cupy.ndarray has none (CuPy 14.2.0: hasattr(cupy.ndarray, "__index__") is False), so
+    # range(a), operator.index(a) and a[i] with i a 0-d device array used as a Python int raise TypeError.
 
     def __repr__(self):
         record("d2h", "ndarray.__repr__")
@@ -322,6 +350,10 @@ class ndarray:
 
     def __setitem__(self, key, value):
         dev = self._here("__setitem__")
+        if type(value) is not ndarray and not _advanced(key):
+            value = _fill_value(value)
+        if type(value) is list or type(value) is tuple:         # an index array's value: copied in
+            value = np.asarray(value)
         if isinstance(value, np.ndarray):
             record("h2d", "ndarray.__setitem__ with a NumPy value")
         else:
@@ -363,7 +395,8 @@ def _install_operators():
         fn = getattr(operator, op + "_" if op in ("and", "or") else op)
         setattr(ndarray, f"__{op}__", _binary(fn))
         setattr(ndarray, f"__r{op}__", _binary(fn, reflected=True))
-        setattr(ndarray, f"__i{op}__", _binary(getattr(operator, "i" + op), inplace=True))
+        if op != "matmul":             # cupy.ndarray has no __imatmul__: a @= b rebinds a to a new array
+            setattr(ndarray, f"__i{op}__", _binary(getattr(operator, "i" + op), inplace=True))
     for op in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(ndarray, f"__{op}__", _binary(getattr(operator, op)))
     for op in ("neg", "pos", "abs", "invert"):

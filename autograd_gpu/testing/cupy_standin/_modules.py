@@ -56,8 +56,14 @@ class ufunc:
     def __getattr__(self, method):
         if method.startswith("_") or method not in _api.UFUNC_METHODS:
             raise AttributeError(f"'cupy.ufunc' object has no attribute '{method}'")
+        name = f"{self._qualname}.{method}"
+        supported = _UFUNC_METHODS_SUPPORTED.get(method)
+        if supported is not None and self.__name__ not in supported:
+            return _api.not_supported(name, f"`{name}` is not supported yet")
+        if method == "at":
+            return _scatter(self._npu, name, self.__name__)
         entry = {"params": _api.UFUNC_METHODS[method], "varargs": False, "varkw": False}
-        return function(f"{self._qualname}.{method}", getattr(self._npu, method), entry)
+        return function(name, getattr(self._npu, method), entry)
 
     def __repr__(self):
         return f"<ufunc '{self.__name__}' (CuPy stand-in)>"
@@ -172,6 +178,9 @@ def _wrapping(npf, qualname):
 # -- cupy.random ------------------------------------------------------------------------------------------
 _FLOAT_KINDS = frozenset({"random_sample", "random", "rand", "randn", "standard_normal", "normal", "uniform",
                           "standard_exponential", "exponential", "gamma", "standard_gamma"})
+# those that draw through cuRAND and so take float32 and float64 only (cupy/random/_generator.py,
+# _check_and_get_dtype: TypeError "cupy.random only supports float32 and float64")
+_CURAND_FLOAT = frozenset({"random_sample", "rand", "randn", "standard_normal", "normal", "uniform"})
 
 
 class _RandomBase:
@@ -193,6 +202,9 @@ class _RandomBase:
             if check is not None:
                 check(args, kwargs)
             dtype = kwargs.pop("dtype", None) if name in _FLOAT_KINDS else None
+            if name in _CURAND_FLOAT and np.dtype(float if dtype is None else dtype).char not in "fd":
+                raise TypeError(f"cupy.random only supports float32 and float64 (got {np.dtype(dtype)} "
+                                f"in {self._namespace}.{name})")
             with _cuda.Device(dev):
                 out = _call(f"{self._namespace}.{name}", npf, None, args, kwargs)
             return out.astype(dtype, copy=False) if dtype is not None and type(out) is ndarray else out
@@ -244,10 +256,45 @@ def _module_random(name, entry):
 
 
 # -- cupyx --------------------------------------------------------------------------------------------
-def _scatter(npu, qualname):
-    def f(a, slices, value):
+# The ufunc methods CuPy 14 implements, and for which ufuncs (cupy/_core/_kernel.pyx, ufunc.reduce /
+# accumulate / reduceat / at: any other raises NotImplementedError "`<name>.<method>` is not supported yet").
+_UFUNC_METHODS_SUPPORTED = {"reduce": {"add", "multiply"}, "accumulate": {"add", "multiply"},
+                            "reduceat": {"add"},
+                            "at": {"add", "subtract", "maximum", "minimum", "bitwise_and", "bitwise_or",
+                                   "bitwise_xor"}}
+
+# The dtypes CuPy 14.2.0's scatter kernels take when the index has an index array (they use CUDA
+# atomics): its _routines_indexing module raises TypeError "cupy.add.at only supports int32, int64,
+# float16, float32, float64, uint32, uint64 as data type" and the like (read from the 14.2.0 binary's
+# strings); cupyx.scatter_add / scatter_max / scatter_min take the same path. Boolean-mask and basic
+# indices use plain kernels instead and take any dtype.
+_ATOMIC_DTYPES = {
+    "add": ("int32", "int64", "float16", "float32", "float64", "uint32", "uint64"),
+    "subtract": ("int32", "uint32"),
+    "maximum": ("int32", "int64", "float32", "float64", "uint32", "uint64"),
+    "minimum": ("int32", "int64", "float32", "float64", "uint32", "uint64"),
+    "bitwise_and": ("int32", "int64", "uint32", "uint64"),
+    "bitwise_or": ("int32", "int64", "uint32", "uint64"),
+    "bitwise_xor": ("int32", "int64", "uint32", "uint64"),
+}
+
+
+def _uses_atomics(key):
+    """Whether CuPy scatters with ``key`` through its atomic kernels: an integer index array, or more
+    than one index array (a lone boolean mask takes the mask kernel)."""
+    arrays = [p for p in key if isinstance(p, np.ndarray)]
+    return len(arrays) > 1 or any(p.dtype != np.bool_ for p in arrays)
+
+
+def _scatter(npu, qualname, op):
+    def f(a, slices, value=None):
+        if type(a) is not ndarray:
+            raise TypeError(f"{qualname}: expected a cupy.ndarray, got {type(a)}")
         dev = a._here(qualname)
         key = _core._index_key(a, slices, dev, setting=True)
+        if _uses_atomics(key) and a.dtype.name not in _ATOMIC_DTYPES[op]:
+            raise TypeError(f"cupy.{op}.at only supports {', '.join(_ATOMIC_DTYPES[op])} as data type "
+                            f"(got {a.dtype}; in {qualname})")
         npu.at(a._a, key, unwrap(value, dev, qualname))
     f.__name__ = qualname.rsplit(".", 1)[-1]
     return f
@@ -264,9 +311,9 @@ _OVERRIDES = {
              "asnumpy": asnumpy, "get_array_module": get_array_module, "from_dlpack": from_dlpack,
              "take": _wrapping(np.take, "cupy.take"),
              "take_along_axis": _wrapping(np.take_along_axis, "cupy.take_along_axis")},
-    "cupyx": {"scatter_add": _scatter(np.add, "cupyx.scatter_add"),
-              "scatter_max": _scatter(np.maximum, "cupyx.scatter_max"),
-              "scatter_min": _scatter(np.minimum, "cupyx.scatter_min")},
+    "cupyx": {"scatter_add": _scatter(np.add, "cupyx.scatter_add", "add"),
+              "scatter_max": _scatter(np.maximum, "cupyx.scatter_max", "maximum"),
+              "scatter_min": _scatter(np.minimum, "cupyx.scatter_min", "minimum")},
     "cupyx.scipy.special": {"erf": _erf},
 }
 
