@@ -17,7 +17,7 @@ from .ops.elementwise import (add, sub, mul, div, true_divide, divide, pow, neg,
                               logical_or, logical_not, logical_xor, isnan, isinf, isfinite)
 from .ops.reduction import (sum, mean, var, std, max, min, amax, amin, prod, logsumexp, norm, argmax,
                             argmin, any, all, cumsum)
-from .ops.shape import (broadcast_shapes, broadcast_to, expand, sum_to, reshape, view, flatten, permute,
+from .ops.shape import (broadcast_shapes, broadcast_to, expand, sum_to, reshape, view, contiguous, flatten, permute,
                         transpose, swapaxes, moveaxis, squeeze, unsqueeze, expand_dims, concatenate, cat,
                         stack, split, chunk, unbind, pad, flip, roll, repeat, tile, repeat_interleave)
 from .ops.indexing import getitem, setitem, gather, take_along_axis, index_select, scatter_add

@@ -65,7 +65,7 @@ def reshape(self, *shape):
 
 
 def view(self, *shape):
-    return _s.reshape(self, shape_arg(shape, "view"))
+    return _s.view(self, shape_arg(shape, "view"))
 
 
 def permute(self, *dims):
@@ -85,7 +85,11 @@ def repeat(self, *sizes):
 
 
 def view_as(self, other):
-    return _s.reshape(self, other.shape)
+    return _s.view(self, other.shape)
+
+
+def contiguous(self):
+    return _s.contiguous(self)
 
 
 def expand_as(self, other):
@@ -130,6 +134,6 @@ def take_along_axis(self, indices, axis):
     return _ix.take_along_axis(self, indices, axis)
 
 
-for _f in (reshape, view, permute, transpose, expand, repeat, view_as, expand_as, where, masked_fill, matmul,
+for _f in (reshape, view, contiguous, permute, transpose, expand, repeat, view_as, expand_as, where, masked_fill, matmul,
            dot, outer, gather, index_select, scatter_add, take_along_axis):
     setattr(Tensor, _f.__name__, _f)

@@ -72,7 +72,7 @@ class Tensor:
     # Slots for what every op reads; the rest are class defaults, written to the (lazily created)
     # instance dict only when set, so making a Tensor costs four attribute writes, not eight.
     __slots__ = ("data", "requires_grad", "grad_fn", "device", "_output_nr", "__dict__", "__weakref__")
-    grad = None
+    _grad = None
     _hooks = None              # hooks of a leaf (a non-leaf's live on its grad_fn)
     _base = None               # the tensor this one is a view of
     _version = None            # shared counter [version, graph version], created on first write or view
@@ -87,6 +87,29 @@ class Tensor:
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
+
+    @property
+    def grad(self):
+        """The gradient accumulated by backward() (a Tensor of this tensor's shape, dtype and device), or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        # checked as PyTorch does: a gradient that does not match would be broadcast into the update
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if value.data.shape != self.data.shape:
+                raise RuntimeError(f"assigned grad has data of a different size: the tensor has shape "
+                                   f"{self.shape}, the grad {value.shape}")
+            if value.data.dtype != self.data.dtype:
+                raise RuntimeError(f"assigned grad has data of a different type: the tensor is {self.dtype}, "
+                                   f"the grad {value.dtype}")
+            if value.device is not self.device:
+                raise RuntimeError(f"assigned grad has data located on a different device: the tensor is on "
+                                   f"{self.device}, the grad on {value.device}")
+        self._grad = value
 
     @staticmethod
     def _make(array, dev):

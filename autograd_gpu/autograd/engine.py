@@ -261,8 +261,24 @@ def _run_hooks(hooks, g):
     for fn in hooks:
         r = fn(g)
         if r is not None:
+            _check_hook_result(fn, g, r)
             g = r
     return g
+
+
+def _check_hook_result(fn, g, r):
+    """A hook may replace the gradient, but not change what it is (PyTorch's checks): a gradient of
+    another shape would be broadcast into the update, silently."""
+    name = getattr(fn, "__name__", repr(fn))
+    if not isinstance(r, type(g)):
+        raise TypeError(f"hook '{name}' returned {type(r).__name__}; a hook returns a Tensor (the new "
+                        "gradient) or None")
+    if r.shape != g.shape:
+        raise RuntimeError(f"hook '{name}' has changed the size of value: got {r.shape}, expected {g.shape}")
+    if r.dtype != g.dtype:
+        raise RuntimeError(f"hook '{name}' has changed the type of value: got {r.dtype}, expected {g.dtype}")
+    if r.device is not g.device:
+        raise RuntimeError(f"hook '{name}' has changed the device of value: got {r.device}, expected {g.device}")
 
 
 def _run_node_hooks(node, grads):

@@ -18,11 +18,21 @@ def is_grad_enabled():
 
 
 class _GradModeContext:
-    """Context manager and decorator that sets grad mode and restores the previous one on exit."""
+    """Context manager and decorator that sets grad mode and restores the previous one on exit.
+
+    The modes to restore are kept per thread, so one instance (a module-level ``no_grad()``, say) can
+    be entered by several threads at once without one thread restoring another's mode."""
 
     def __init__(self, mode):
         self.mode = mode
-        self.prev = []
+        self._local = threading.local()
+
+    @property
+    def prev(self):
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
 
     def __enter__(self):
         self.prev.append(state.enabled)

@@ -7,7 +7,7 @@ from ..dtypes import result_type
 from ._util import as_tensor, normalize_dim, normalize_dims, shape_arg, pick
 from ..backends import host_asarray as _host_asarray
 
-__all__ = ["broadcast_shapes", "broadcast_to", "expand", "sum_to", "reshape", "view", "flatten",
+__all__ = ["broadcast_shapes", "broadcast_to", "expand", "sum_to", "reshape", "view", "contiguous", "flatten",
            "permute", "transpose", "swapaxes", "squeeze", "unsqueeze", "expand_dims", "concatenate",
            "cat", "stack", "split", "chunk", "pad", "flip", "roll", "repeat", "tile", "repeat_interleave",
            "moveaxis", "unbind"]
@@ -127,7 +127,32 @@ def reshape(x, *shape):
     return Reshape.apply(x, _resolve_shape(shape, x.data.size, "reshape"))
 
 
-view = reshape
+def view(x, *shape):
+    """reshape that never copies: a RuntimeError (as in PyTorch) when x's memory layout cannot be seen in
+    the new shape, since writes through a silent copy would be lost."""
+    y = reshape(x, *shape)
+    if y is not x and y.data.size and not x.device.backend.xp.may_share_memory(y.data, x.data):
+        strides = tuple(s // x.data.itemsize for s in x.data.strides)
+        raise RuntimeError(f"view: a tensor of shape {x.shape} and strides {strides} cannot be viewed "
+                           f"as shape {y.shape} without a copy (it is not contiguous); use .reshape(...), which "
+                           "copies when needed, or .contiguous().view(...)")
+    return y
+
+
+class Contiguous(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.wrap(ctx.xp.ascontiguousarray(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def contiguous(x):
+    """x itself when its memory is C-contiguous, else a contiguous copy (differentiable)."""
+    x = as_tensor(x, "contiguous")
+    return x if x.data.flags.c_contiguous else Contiguous.apply(x)
 
 
 def flatten(x, start_dim=0, end_dim=-1):

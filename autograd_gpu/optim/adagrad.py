@@ -10,11 +10,6 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
                  maximize=False):
-        check_range(lr, "learning rate")
-        check_range(lr_decay, "lr_decay value")
-        check_range(weight_decay, "weight_decay value")
-        check_range(initial_accumulator_value, "initial_accumulator_value")
-        check_range(eps, "epsilon value")
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
                                       initial_accumulator_value=initial_accumulator_value, maximize=maximize))
 
@@ -33,6 +28,14 @@ class Adagrad(Optimizer):
         for p in group["params"]:
             if not self.state.get(p):
                 self._init_state(p, group)
+
+    @staticmethod
+    def _check_group(g):
+        check_range(g["lr"], "learning rate")
+        check_range(g["lr_decay"], "lr_decay value")
+        check_range(g["weight_decay"], "weight_decay value")
+        check_range(g["initial_accumulator_value"], "initial_accumulator_value")
+        check_range(g["eps"], "epsilon value")
 
     def _update_group(self, group):
         lr, lr_decay, wd, eps, maximize = (group["lr"], group["lr_decay"], group["weight_decay"], group["eps"],

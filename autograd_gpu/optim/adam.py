@@ -14,14 +14,20 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False,
                  maximize=False, decoupled_weight_decay=False):
-        check_range(lr, "learning rate")
-        check_range(eps, "epsilon value")
-        check_range(betas[0], "beta parameter at index 0", 0.0, 1.0)
-        check_range(betas[1], "beta parameter at index 1", 0.0, 1.0)
-        check_range(weight_decay, "weight_decay value")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize,
                                       decoupled_weight_decay=decoupled_weight_decay))
+
+    @staticmethod
+    def _check_group(g):
+        check_range(g["lr"], "learning rate")
+        check_range(g["eps"], "epsilon value")
+        betas = g["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"Invalid betas: expected a pair of numbers, got {betas!r}")
+        check_range(betas[0], "beta parameter at index 0", 0.0, 1.0)
+        check_range(betas[1], "beta parameter at index 1", 0.0, 1.0)
+        check_range(g["weight_decay"], "weight_decay value")
 
     def _update_group(self, group):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]

@@ -33,6 +33,22 @@ def _copy_state_value(value, param):
     return out._copy() if out.data is value.data or out is value else out
 
 
+def _state_value(name, value, param, index):
+    """A loaded state entry, checked against its parameter: "step" a non-negative int, tensors of the
+    parameter's shape (every per-parameter buffer here is), so a mismatch fails now, not at step()."""
+    if name == "step":
+        v = value.item() if isinstance(value, Tensor) else value
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+            raise ValueError(f"load_state_dict: state 'step' of parameter {index} must be a non-negative "
+                             f"integer, got {value!r}")
+        return int(v)
+    out = _copy_state_value(value, param)
+    if isinstance(out, Tensor) and out.shape != param.shape:
+        raise ValueError(f"load_state_dict: state '{name}' of parameter {index} has shape {out.shape}, but the "
+                         f"parameter has shape {param.shape}")
+    return out
+
+
 class Optimizer:
     """Base class: holds ``param_groups`` (dicts of "params" plus options) and ``state`` (per parameter)."""
 
@@ -81,6 +97,7 @@ class Optimizer:
             if default is required and name not in group:
                 raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
             group.setdefault(name, default)
+        self._check_group(group)
         ids = {id(p) for p in params}
         if len(ids) != len(params):
             raise ValueError("add_param_group: a parameter appears twice in the group")
@@ -103,6 +120,11 @@ class Optimizer:
         for group in self.param_groups:
             self._update_group(group)
         return loss
+
+    @staticmethod
+    def _check_group(group):
+        """Raise ValueError/TypeError for options out of range (each optimizer checks its own); called for
+        every group added and every group loaded, so a NaN learning rate never reaches an update."""
 
     def _update_group(self, group):
         raise NotImplementedError(f"{type(self).__name__} does not define _update_group(group)")
@@ -144,21 +166,21 @@ class Optimizer:
         for s, g in zip(saved, self.param_groups):
             for k, p in zip(s["params"], g["params"]):
                 id_map[int(k)] = p
-        self.state = defaultdict(dict)
-        for k, st in state_dict["state"].items():
-            p = id_map.get(int(k))
-            if p is None:
-                continue
-            self.state[p] = {name: (int(v.item() if isinstance(v, Tensor) else v) if name == "step"
-                                    else _copy_state_value(v, p)) for name, v in st.items()}
         new_groups = []
         for s, g in zip(saved, self.param_groups):
             new = {k: (tuple(v) if isinstance(v, list) and k != "params" else v) for k, v in s.items()}
             for k, v in self.defaults.items():      # options newer than the saved dict keep their defaults
                 new.setdefault(k, v)
             new["params"] = g["params"]
+            self._check_group(new)
             new_groups.append(new)
-        self.param_groups = new_groups
+        state = defaultdict(dict)
+        for k, st in state_dict["state"].items():
+            p = id_map.get(int(k))
+            if p is None:
+                continue
+            state[p] = {name: _state_value(name, v, p, k) for name, v in st.items()}
+        self.state, self.param_groups = state, new_groups   # nothing changes unless everything checked
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
@@ -172,9 +194,9 @@ class Optimizer:
 
 
 def check_range(value, name, low=0.0, high=None, strict_high=True):
-    """Raise ValueError unless low <= value (< high)."""
+    """Raise ValueError unless low <= value (< high); NaN is out of every range."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"Invalid {name}: expected a number, got {type(value).__name__}")
-    if value < low or (high is not None and (value >= high if strict_high else value > high)):
+    if not value >= low or (high is not None and not (value < high if strict_high else value <= high)):
         rng = f"[{low}, {high})" if high is not None else f">= {low}"
         raise ValueError(f"Invalid {name}: {value} (expected {rng})")

@@ -11,13 +11,16 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False,
                  maximize=False):
-        check_range(lr, "learning rate")
-        check_range(eps, "epsilon value")
-        check_range(momentum, "momentum value")
-        check_range(weight_decay, "weight_decay value")
-        check_range(alpha, "alpha value")
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                                       centered=centered, maximize=maximize))
+
+    @staticmethod
+    def _check_group(g):
+        check_range(g["lr"], "learning rate")
+        check_range(g["eps"], "epsilon value")
+        check_range(g["momentum"], "momentum value")
+        check_range(g["weight_decay"], "weight_decay value")
+        check_range(g["alpha"], "alpha value")
 
     def _update_group(self, group):
         lr, alpha, eps, wd = group["lr"], group["alpha"], group["eps"], group["weight_decay"]

@@ -11,13 +11,17 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
                  maximize=False):
-        check_range(lr, "learning rate")
-        check_range(momentum, "momentum value")
-        check_range(weight_decay, "weight_decay value")
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
+
+    @staticmethod
+    def _check_group(g):
+        check_range(g["lr"], "learning rate")
+        check_range(g["momentum"], "momentum value")
+        check_range(g["dampening"], "dampening value")
+        check_range(g["weight_decay"], "weight_decay value")
+        if g["nesterov"] and (g["momentum"] <= 0 or g["dampening"] != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
     def _update_group(self, group):
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]

@@ -9,13 +9,15 @@ from .. import functional as F
 __all__ = ["Conv1d", "Conv2d"]
 
 
-def _tuple(v, n, what):
-    if isinstance(v, int) and not isinstance(v, bool):
-        return (v,) * n
-    v = tuple(v)
-    if len(v) != n or not all(isinstance(a, int) for a in v):
-        raise ValueError(f"{what}: expected an int or {n} ints, got {v!r}")
-    return v
+def _tuple(v, n, what, name="argument", minimum=None):
+    """``v`` (an int or n ints) as n ints, each at least ``minimum``: checked when the layer is made, so a
+    bad size fails at the line that gives it, not deep inside the first forward."""
+    t = (v,) * n if isinstance(v, int) and not isinstance(v, bool) else tuple(v) if isinstance(v, (tuple, list)) else None
+    if t is None or len(t) != n or not all(isinstance(a, int) and not isinstance(a, bool) for a in t):
+        raise TypeError(f"{what}: expected {name} as an int{f' or {n} ints' if n > 1 else ''}, got {v!r}")
+    if minimum is not None and any(a < minimum for a in t):
+        raise ValueError(f"{what}: expected {name} of at least {minimum}, got {v!r}")
+    return t
 
 
 class _ConvNd(Module):
@@ -25,15 +27,18 @@ class _ConvNd(Module):
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         name, n = type(self).__name__, self._n
-        if groups <= 0 or in_channels % groups or out_channels % groups:
+        for what, v in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{name}: expected {what} to be a positive int, got {v!r}")
+        if in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
                              f"divisible by groups ({groups})")
         if padding_mode != "zeros":
             raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _tuple(kernel_size, n, name)
-        self.stride = _tuple(stride, n, name)
-        self.dilation = _tuple(dilation, n, name)
+        self.kernel_size = _tuple(kernel_size, n, name, "kernel_size", 1)
+        self.stride = _tuple(stride, n, name, "stride", 1)
+        self.dilation = _tuple(dilation, n, name, "dilation", 1)
         self.padding_mode = padding_mode
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
@@ -42,7 +47,7 @@ class _ConvNd(Module):
                 raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
             self.padding = padding
         else:
-            self.padding = _tuple(padding, n, name)
+            self.padding = _tuple(padding, n, name, "padding", 0)
         kw = {"device": device, "dtype": dtype}
         self.weight = Parameter(creation.empty(out_channels, in_channels // groups, *self.kernel_size, **kw))
         if bias:

@@ -1,13 +1,25 @@
 """MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool2d: modules over the nn.functional pooling ops."""
 from ..module import Module
 from .. import functional as F
+from .conv import _tuple
 
 __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d"]
+
+
+def _check_window(layer, kernel_size, stride, padding, dilation=1):
+    """Sizes checked when the layer is made, so a bad one fails at the line that gives it."""
+    name, n = type(layer).__name__, 2 if type(layer).__name__.endswith("2d") else 1
+    _tuple(kernel_size, n, name, "kernel_size", 1)
+    if stride is not None:
+        _tuple(stride, n, name, "stride", 1)
+    _tuple(padding, n, name, "padding", 0)
+    _tuple(dilation, n, name, "dilation", 1)
 
 
 class _MaxPool(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
+        _check_window(self, kernel_size, stride, padding, dilation)
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding, self.dilation = padding, dilation
@@ -39,6 +51,7 @@ class AvgPool1d(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__()
+        _check_window(self, kernel_size, stride, padding)
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
@@ -56,6 +69,7 @@ class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
+        _check_window(self, kernel_size, stride, padding)
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
