@@ -317,6 +317,8 @@ def fake_mnist(monkeypatch):
 
 
 class _Response(io.BytesIO):
+    headers = {}                 # no Content-Length, as with a chunked reply
+
     def __enter__(self):
         return self
 
