@@ -44,7 +44,7 @@ _DTYPES = {name: np.dtype(name) for name in (
     "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "complex64", "complex128")}
 MAX_DEPTH = 100                    # containers nested inside one another in a saved object
-MAX_MANIFEST_BYTES = 8 << 20       # parsing JSON takes up to ~30x its size in memory
+MAX_MANIFEST_BYTES = 4 << 20       # parsing JSON takes up to ~30x its size in memory: ~120 MB at worst
 _MAX_JSON_DEPTH = 3 * MAX_DEPTH + 4   # a dict level is 3 JSON levels: node {, "items" [, [key, node]
 _MAX_NDIM = 64                     # NumPy's limit
 

@@ -26,9 +26,9 @@ import autograd_gpu as ag
 from autograd_gpu.data.datasets import MNIST
 from autograd_gpu.data.datasets import mnist as mnist_module
 
-CAP = 400 << 20                    # address-space cap of the child that reads the hostile files
+BUDGET = 200 << 20                 # what the reading child may add to its address space (the promise)
 MiB = 1 << 20
-BOMB_BYTES = 2 << 30               # what the gzip bombs expand to: 5x the cap
+BOMB_BYTES = 2 << 30               # what the gzip bombs expand to: 10x the budget
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(ag.__file__)))
 FUZZ_EXAMPLES = int(os.environ.get("AG_MNIST_FUZZ_EXAMPLES", "300"))
 
@@ -101,7 +101,9 @@ def peak_kb():
     with open("/proc/self/status") as f:
         return int(next(line for line in f if line.startswith("VmPeak:")).split()[1])
 
-cap = int(sys.argv[1])
+with open("/proc/self/status") as f:
+    size_kb = int(next(line for line in f if line.startswith("VmSize:")).split()[1])
+cap = size_kb * 1024 + int(sys.argv[1])        # what it has after its imports, plus the budget
 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 print(json.dumps({"peak_kb": peak_kb()}), flush=True)
 for line in sys.stdin:
@@ -120,7 +122,7 @@ for line in sys.stdin:
 
 
 class CappedReader:
-    """One child Python process, its address space capped at CAP, that runs read_idx or MNIST on request and
+    """One child Python process, its address space capped at its size after imports + BUDGET, that runs read_idx or MNIST on request and
     answers with what it returned or raised and its peak size; one child for the module keeps start-up cheap."""
 
     def __init__(self, log_path):
@@ -128,7 +130,7 @@ class CappedReader:
                    OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         self.log_path = log_path
         with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(CAP)], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(BUDGET)], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=log, text=True, env=env)
         self.lines = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -154,7 +156,7 @@ class CappedReader:
         self.proc.stdin.write(json.dumps(call) + "\n")
         self.proc.stdin.flush()
         answer = self._answer()
-        assert answer["peak_kb"] * 1024 < CAP, answer
+        assert answer["peak_kb"] * 1024 - self.baseline < BUDGET, answer
         return answer
 
     def read_idx(self, path, **kwargs):
@@ -192,8 +194,13 @@ def assert_value_error(answer, path, match):
     assert re.search(match, answer["message"]), answer["message"]
 
 
-def test_the_child_is_capped_with_room_for_the_64_mib_cases(capped):
-    assert capped.baseline + 128 * MiB < CAP, f"the child starts at {capped.baseline >> 20} MiB, too close to the cap"
+def test_the_child_is_capped_and_the_cap_bites_above_the_budget(capped, files):
+    path = files / "declares_250_mib.idx"
+    write_sparse(path, header(0x08, (250 * MiB,)))      # a real (sparse) 2 GiB file: reading it needs 250 MiB
+    assert capped.read_idx(path, max_bytes=256 * MiB)["raised"] == "MemoryError"
+    path = files / "declares_the_default_limit.idx"     # the default limit fits in the budget
+    write_sparse(path, header(0x08, (mnist_module.MAX_IDX_BYTES,)))
+    assert capped.read_idx(path)["raised"] == "ValueError"   # trailing data, after reading all of it
 
 
 # --------------------------------------------------------------------------- read_idx: hostile files

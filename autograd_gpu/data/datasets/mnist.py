@@ -26,9 +26,10 @@ __all__ = ["MNIST", "read_idx", "download_mnist"]
 
 # IDX type codes (third byte of the magic number) -> big-endian NumPy dtype
 _IDX_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
-# the largest array read_idx reads by default: 5x MNIST's largest file (47 MB), enough for EMNIST's
-# digits and letters; a tiny .gz can never make the reader hold more than this
-MAX_IDX_BYTES = 256 << 20
+# the largest array read_idx reads by default: 2.7x MNIST's largest file (47 MB), enough for EMNIST's
+# letters and balanced sets; a tiny .gz can never make the reader hold more than this (the memory
+# promise: no input file makes the reader use more than 200 MB)
+MAX_IDX_BYTES = 128 << 20
 MAX_DOWNLOAD_BYTES = 100 << 20     # MNIST's largest .gz is 9.9 MB
 _CHUNK = 1 << 20
 # what a damaged gzip stream raises while it is read (BadGzipFile is an OSError)
