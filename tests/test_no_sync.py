@@ -179,3 +179,16 @@ def test_train_mlp_example_runs_an_epoch_under_sync_error_mode(cuda, monkeypatch
     ag.cuda.set_sync_debug_mode("error")
     runpy.run_path(str(EXAMPLES / "train_mlp.py"), run_name="__main__")
     assert "test accuracy" in capsys.readouterr().out
+
+
+def test_bool_scalar_indices_are_declared_syncs(cuda):
+    x = ag.arange(6.0, device=cuda).reshape(2, 3).requires_grad_()
+    ag.cuda.set_sync_debug_mode("error")
+    for index in (True, False, (True, 0), (Ellipsis, False)):
+        with pytest.raises(RuntimeError, match="boolean scalar index"):
+            x[index]
+    ag.cuda.set_sync_debug_mode("default")
+    y = x[True]
+    assert y.shape == (1, 2, 3) and x[False].shape == (0, 2, 3)
+    y.sum().backward()
+    assert x.grad.tolist() == [[1.0] * 3] * 2

@@ -6,6 +6,7 @@ device, bool masks become the integer arrays of their nonzero entries (NumPy's o
 the form every backend's scatter-add accepts), and out-of-range entries raise IndexError on every
 device (CuPy would wrap them silently)."""
 import builtins
+from contextlib import nullcontext
 
 from ..autograd.function import Function
 from ..autograd.grad_mode import state
@@ -102,6 +103,16 @@ def _prepare(x, idx, op="getitem"):
     return tuple(final), basic
 
 
+def _bool_scalar_sync(backend, idx, basic, op):
+    """A declared sync around indexing with a bool scalar (x[True]): CuPy turns it into a mask and reads
+    its count back. Bool masks of higher rank are turned into integer arrays in _prepare already."""
+    if not basic and backend.device.type != "cpu" and builtins.any(
+            i.__class__ is bool or (getattr(i, "dtype", None) is not None and i.dtype.kind == "b" and i.ndim == 0)
+            for i in idx):
+        return backend.sync_point(f"{op} with a boolean scalar index")
+    return nullcontext()
+
+
 def _take(a, idx, op):
     """a[idx], with NumPy's out-of-range IndexError naming the op."""
     try:
@@ -136,7 +147,8 @@ class GetItem(Function):
         ctx.shape, ctx.idx, ctx.basic = x.data.shape, idx, basic
         if basic:                                   # a view: in-place edits of either are seen by both
             return ctx.wrap(x.data[idx], base=x)
-        return ctx.wrap(_take(x.data, idx, "getitem"))
+        with _bool_scalar_sync(ctx.device.backend, idx, basic, "getitem"):
+            return ctx.wrap(_take(x.data, idx, "getitem"))
 
     @staticmethod
     def backward(ctx, grad):
@@ -153,7 +165,8 @@ class IndexAddInto(Function):
         if basic:                                   # basic indices never repeat an element
             out[idx] = grad.data
         else:
-            ctx.device.backend.scatter_add(out, idx, grad.data)
+            with _bool_scalar_sync(ctx.device.backend, idx, basic, "getitem's backward"):
+                ctx.device.backend.scatter_add(out, idx, grad.data)
         return ctx.wrap(out)
 
     @staticmethod
@@ -175,7 +188,8 @@ class IndexPut(Function):
         ctx.idx, ctx.basic = idx, basic
         ctx.v_shape = v.data.shape if isinstance(v, Tensor) else None
         out = x.data.copy()
-        out[idx] = v.data if isinstance(v, Tensor) else v
+        with _bool_scalar_sync(ctx.device.backend, idx, basic, "setitem"):
+            out[idx] = v.data if isinstance(v, Tensor) else v
         return ctx.wrap(out)
 
     @staticmethod
@@ -204,7 +218,8 @@ def setitem(x, idx, v):
     if not recording:
         check_inplace(x, False, "setitem")
         try:
-            x.data[idx] = v.data if isinstance(v, Tensor) else v
+            with _bool_scalar_sync(x.device.backend, idx, basic, "setitem"):
+                x.data[idx] = v.data if isinstance(v, Tensor) else v
         except ValueError as e:
             raise ValueError(f"setitem: {e}") from None
         x._bump_version()
