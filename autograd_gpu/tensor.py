@@ -50,6 +50,20 @@ class _HookHandle:
             self._list.remove(self._fn)
 
 
+class _PostHookHandle:
+    __slots__ = ("_ref", "_fn")
+
+    def __init__(self, t, fn):
+        self._ref, self._fn = weakref.ref(t), fn
+
+    def remove(self):
+        t = self._ref()
+        if t is not None and self._fn in (t._post_acc_hooks or ()):
+            t._post_acc_hooks.remove(self._fn)
+            if not t._post_acc_hooks:
+                _engine._post_hooked.pop(id(t), None)
+
+
 class _RetainGrad:
     """The hook retain_grad() puts on a non-leaf: stores the gradient that reaches it in its .grad."""
 
@@ -74,6 +88,7 @@ class Tensor:
     __slots__ = ("data", "requires_grad", "grad_fn", "device", "_output_nr", "__dict__", "__weakref__")
     _grad = None
     _hooks = None              # hooks of a leaf (a non-leaf's live on its grad_fn)
+    _post_acc_hooks = None     # a leaf's post-accumulate-grad hooks
     _base = None               # the tensor this one is a view of
     _version = None            # shared counter [version, graph version], created on first write or view
     _view_gv = 0               # for a view: the graph version of its base when the view was made
@@ -236,6 +251,23 @@ class Tensor:
             hooks = self._node_hooks()
         hooks.append(fn)
         return _HookHandle(hooks, fn)
+
+    def register_post_accumulate_grad_hook(self, fn):
+        """On a leaf: call ``fn(tensor)`` each time backward() has accumulated into its .grad (as
+        soon as its gradient is final, before the rest of backward runs). Returns a handle with
+        ``.remove()``."""
+        if not self.requires_grad:
+            raise RuntimeError("register_post_accumulate_grad_hook: the tensor does not require grad")
+        if self.grad_fn is not None:
+            raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors have an accumulated "
+                               ".grad; use register_hook on a non-leaf")
+        if not callable(fn):
+            raise TypeError(f"register_post_accumulate_grad_hook: expected a callable, got {type(fn).__name__}")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = []
+        self._post_acc_hooks.append(fn)
+        _engine._post_hooked[id(self)] = self
+        return _PostHookHandle(self, fn)
 
     def _node_hooks(self):
         node = self.grad_fn

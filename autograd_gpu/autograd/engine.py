@@ -5,13 +5,33 @@ a node's inputs were always created before it, so taking the pending node with t
 first runs each node after all the nodes that consume its outputs (PyTorch orders its engine the
 same way). No recursion and no counting pass: a chain of 10**6 ops is fine. Gradients meant for the
 same output are summed before the node runs; leaves receive their totals at the end.
+
+Two additions serve data-parallel training (distributed/ddp.py). While some leaf has a
+post-accumulate-grad hook, one walk before the loop finds, for each leaf, the lowest-numbered node
+that sends it a gradient; once the loop has run that node the leaf's total is final, so its .grad
+is written and its post-accumulate hooks run at that point, in the middle of backward, not at the
+end. ``queue_callback(fn)`` runs ``fn`` when the current backward() has finished.
 """
 import heapq
+import threading
+import weakref
 from .grad_mode import state
 from . import function as _function
 from .anomaly import check_gradients
 
-__all__ = ["run_backward", "backward", "grad"]
+__all__ = ["run_backward", "backward", "grad", "queue_callback"]
+
+_post_hooked = weakref.WeakValueDictionary()   # id -> leaf with post-accumulate-grad hooks (Tensor's == is elementwise)
+_callbacks = threading.local()         # .stack: one list of queued callbacks per running backward()
+
+
+def queue_callback(fn):
+    """Run ``fn()`` once the backward() now running has written every .grad (PyTorch's
+    Variable._execution_engine.queue_callback). Only valid inside a backward()."""
+    stack = getattr(_callbacks, "stack", None)
+    if not stack:
+        raise RuntimeError("queue_callback: no backward() is running; call it from a hook during backward")
+    stack[-1].append(fn)
 
 
 def _check_root(t, g, where):
@@ -70,9 +90,16 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
         needed = _needed_nodes(list(buffers), wanted_leaves, capture_nodes)
         leaf = {k: v for k, v in leaf.items() if k in wanted_leaves}
 
+    # with post-accumulate hooks alive, leaves are finished as soon as their last sender has run
+    first_use = _first_senders(list(buffers)) if captured is None and len(_post_hooked) else None
+    ready = []                                     # heap of (-lowest sender seq, n, leaf id)
     state_anomaly = state.anomaly
     prev = state.enabled
     state.enabled = create_graph
+    stack = getattr(_callbacks, "stack", None)
+    if stack is None:
+        stack = _callbacks.stack = []
+    stack.append([])
     try:
         heap = [(-n._seq, n) for n in buffers]      # nodes with a gradient waiting, latest first
         heapq.heapify(heap)
@@ -118,7 +145,8 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
                     m, k = e
                 elif isinstance(e, Tensor):        # a leaf
                     if needed is None or id(e) in wanted_leaves:
-                        _add_leaf(leaf, e, g, add)
+                        if _add_leaf(leaf, e, g, add) and first_use is not None:
+                            heapq.heappush(ready, (-first_use[id(e)], len(ready), id(e)))
                     continue
                 else:
                     m, k = e, 0
@@ -137,29 +165,67 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
                         buf = buffers[m] = [None] * m._n_out
                         push(heap, (-m._seq, m))
                     buf[k] = g if buf[k] is None else add(buf[k], g)
+            # every node numbered above this one has run: leaves whose senders all did are final
+            while ready and -ready[0][0] >= node._seq:
+                t, g, _ = leaf.pop(heapq.heappop(ready)[2])
+                _finish_leaf(t, g, given, create_graph)
 
-        # leaves last: hooks see the summed gradient, then .grad accumulates (or the caller gets it)
+        # the other leaves last: hooks see the summed gradient, then .grad accumulates (or the caller gets it)
         for t, g, _ in leaf.values():
-            if t._hooks is not None:
-                g = _run_hooks(t._hooks, g)
             if captured is not None:
-                captured[id(t)] = g
+                captured[id(t)] = _run_hooks(t._hooks, g) if t._hooks is not None else g
                 continue
-            if g.dtype != t.dtype:
-                g = g.to(dtype=t.dtype)
-            cur = t.grad
-            if cur is None:
-                t.grad = _owned(g, given) if create_graph else _owned(g, given).detach()
-            elif create_graph or cur.requires_grad:
-                t.grad = cur + g
-            else:
-                cur.data += g.data
-                cur._bump_version()
+            _finish_leaf(t, g, given, create_graph)
+        callbacks = stack[-1]
+        while callbacks:                           # a callback may queue another
+            callbacks.pop(0)()
     finally:
+        stack.pop()
         state.enabled = prev
     if captured is None:
         return None
     return [captured.get(id(t) if t.grad_fn is None else (t.grad_fn, t._output_nr)) for t in inputs]
+
+
+def _finish_leaf(t, g, given, create_graph):
+    """Run the leaf's hooks on its total gradient, accumulate it into .grad, then run the
+    post-accumulate-grad hooks."""
+    if t._hooks is not None:
+        g = _run_hooks(t._hooks, g)
+    if g.dtype != t.dtype:
+        g = g.to(dtype=t.dtype)
+    cur = t.grad
+    if cur is None:
+        t.grad = _owned(g, given) if create_graph else _owned(g, given).detach()
+    elif create_graph or cur.requires_grad:
+        t.grad = cur + g
+    else:
+        cur.data += g.data
+        cur._bump_version()
+    for fn in t._post_acc_hooks or ():
+        fn(t)
+
+
+def _first_senders(roots):
+    """id(leaf) -> the lowest creation number among the nodes reachable from ``roots`` that have
+    the leaf as an input: the last of them to run in backward."""
+    Tensor = _function.Tensor
+    first, visited, stack = {}, set(roots), list(roots)
+    while stack:
+        n = stack.pop()
+        for e in n._next:
+            if e is None:
+                continue
+            if isinstance(e, Tensor):
+                old = first.get(id(e))
+                if old is None or n._seq < old:
+                    first[id(e)] = n._seq
+                continue
+            m = e[0] if e.__class__ is tuple else e
+            if m not in visited:
+                visited.add(m)
+                stack.append(m)
+    return first
 
 
 def _needed_nodes(roots, wanted_leaves, capture_nodes):
@@ -222,7 +288,8 @@ def _add_leaf(leaf, t, g, add=_add_grads):
     entry = leaf.get(id(t))
     if entry is None:
         leaf[id(t)] = [t, g, False]
-    elif add is _add_arrays:
+        return True                                # the leaf's first gradient in this backward
+    if add is _add_arrays:
         # no graph to record: sum into an array this backward owns, in place after the first time
         if entry[2]:
             acc = entry[1].data
