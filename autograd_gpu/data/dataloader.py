@@ -16,18 +16,26 @@ class DataLoader:
     ``shuffle`` draws a new order every epoch from ``generator``: an int seed, a NumPy Generator (or
     anything with ``.permutation(n)``), or None for the CPU backend's generator, so that
     ``ag.manual_seed`` makes the order reproducible. ``collate_fn`` turns a list of samples into a
-    batch (``default_collate`` when None). Datasets with a ``get_batch`` method (TensorDataset, the
+    batch (``default_collate`` when None). ``sampler`` (e.g. a DistributedSampler) gives the indices
+    instead, in its order; it excludes ``shuffle``. Datasets with a ``get_batch`` method (TensorDataset, the
     built-in data sets) are batched with one gather per tensor instead of one call per sample.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, collate_fn=None,
-                 generator=None):
+                 generator=None, sampler=None):
         if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
             raise TypeError(f"DataLoader: expected a dataset with __getitem__ and __len__, got {type(dataset).__name__}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError(f"DataLoader: collate_fn must be callable, got {type(collate_fn).__name__}")
+        if sampler is not None:
+            if shuffle:
+                raise ValueError("DataLoader: sampler and shuffle=True cannot be combined; the sampler decides "
+                                 "the order (DistributedSampler shuffles itself)")
+            if not (hasattr(sampler, "__iter__") and hasattr(sampler, "__len__")):
+                raise TypeError(f"DataLoader: sampler must be iterable with a length, got {type(sampler).__name__}")
+        self.sampler = sampler
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
@@ -37,14 +45,18 @@ class DataLoader:
 
     def __len__(self):
         """Batches per epoch: the last, partial batch counts unless drop_last."""
-        n, bs = len(self.dataset), self.batch_size
+        n, bs = len(self.dataset if self.sampler is None else self.sampler), self.batch_size
         return n // bs if self.drop_last else -(-n // bs)
 
     def __iter__(self):
         ds, bs = self.dataset, self.batch_size
-        n = len(ds)
+        if self.sampler is not None:
+            order = get_backend("cpu").xp.asarray(list(self.sampler), dtype="int64")
+            n = len(order)
+        else:
+            n = len(ds)
+            order = self._order(n) if self.shuffle else None
         stop = n - n % bs if self.drop_last else n
-        order = self._order(n) if self.shuffle else None
         fast = self.collate_fn is None and _has_get_batch(ds)
         collate = self.collate_fn or default_collate
         for start in range(0, stop, bs):

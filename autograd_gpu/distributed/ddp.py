@@ -1,0 +1,240 @@
+"""DistributedDataParallel: data parallelism with gradients averaged in buckets while backward runs.
+
+At construction every rank checks that it has the same parameters (names, shapes, dtypes) and takes
+rank 0's parameters and buffers. Parameters are grouped into buckets of up to ``bucket_cap_mb``,
+in reverse registration order (roughly the order backward finishes their gradients), one dtype and
+device per bucket. Each parameter has a post-accumulate-grad hook: the engine calls it as soon as
+that parameter's .grad is final, the hook copies the gradient into its bucket, and a full bucket
+starts a non-blocking all-reduce (MPI Iallreduce, or NCCL on a side stream), so communication
+overlaps the rest of backward. Buckets start strictly in index order, so every rank issues the same
+collectives in the same order whatever order its gradients arrive in.
+
+Waiting happens in a callback the engine runs when backward() returns (``queue_callback``): there
+any bucket still incomplete is filled (from the parameter's .grad when it has one, else zeros) and
+started, every request is waited for, the sums are divided by the world size and copied back into
+each .grad. So when backward() returns, gradients are averaged and the optimizer can step.
+"""
+import contextlib
+
+from ..nn.module import Module
+from ..tensor import Tensor
+from ..autograd.engine import queue_callback
+from ..autograd.grad_mode import is_grad_enabled
+from ..backends import get_backend
+from ..creation import zeros
+from .collectives import broadcast
+from .mpi_transport import MpiTransport
+from .process_group import group
+
+__all__ = ["DistributedDataParallel"]
+
+
+class _Bucket:
+    def __init__(self, index, dtype, device):
+        self.index, self.dtype, self.device = index, dtype, device
+        self.params = []               # (slot, name, param, offset)
+        self.size = 0
+        self.flat = None               # the bucket's gradients, one contiguous array on its device
+        self.pending = 0               # parameters whose gradient has not arrived in this backward
+        self.filled = []
+        self.request = self.host = None
+
+
+class DistributedDataParallel(Module):
+    """Wrap ``module`` (as ``.module``) for data-parallel training: call it as the module, and after
+    ``loss.backward()`` every parameter's .grad is the average over ranks. ``no_sync()`` keeps the
+    gradients of the backward passes of forwards run inside it local (gradient accumulation).
+
+    With ``find_unused_parameters=True`` parameters that get no gradient in a backward are reduced as
+    zeros (their .grad stays None if no rank used them); with False such a parameter is an error,
+    raised after the collectives complete, so no rank is left waiting. ``event_log``: set it to a list
+    to record ("allreduce_start" | "allreduce_end", bucket index) as they happen."""
+
+    def __init__(self, module, bucket_cap_mb=25, find_unused_parameters=False):
+        super().__init__()
+        if not isinstance(module, Module):
+            raise TypeError(f"DistributedDataParallel: expected a Module, got {type(module).__name__}")
+        if not bucket_cap_mb > 0:
+            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb!r}")
+        g = group()
+        self.module = module
+        d = self.__dict__                     # plain attributes, kept out of the Module registries
+        d["find_unused_parameters"] = bool(find_unused_parameters)
+        d["event_log"] = None
+        d["_group"] = g
+        d["_params"] = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        d["_position"] = {id(p): i for i, (_, p) in enumerate(self._params)}
+        _check_same_parameters(g, self._params)
+        for t in list(module.parameters()) + list(module.buffers()):
+            broadcast(t.detach(), 0)
+        d["_mpi"] = MpiTransport(g.mpi.comm.Dup())        # DDP's traffic on its own communicator
+        d["_buckets"] = _make_buckets(self._params, bucket_cap_mb * 2 ** 20)
+        d["_require_sync"] = True
+        d["_armed"] = d["_queued"] = False
+        d["_next"] = 0
+        for b in self._buckets:
+            for slot, _, p, _ in b.params:
+                p.register_post_accumulate_grad_hook(self._hook(b, slot))
+
+    def forward(self, *args, **kwargs):
+        out = self.module(*args, **kwargs)
+        if is_grad_enabled() and not self._require_sync:
+            self.__dict__["_armed"] = False
+        elif is_grad_enabled():
+            self._prepare()
+            for t in _tensors(out):           # the first gradient to reach an output queues the final wait
+                if t.requires_grad and t.grad_fn is not None:
+                    t.register_hook(self._on_backward_start)
+        return out
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Inside: forwards prepare no reduction, so their backward passes only accumulate locally;
+        the first backward of a forward outside reduces the accumulated gradients."""
+        old = self._require_sync
+        self.__dict__["_require_sync"] = False
+        try:
+            yield
+        finally:
+            self.__dict__["_require_sync"] = old
+
+    # -- one backward --------------------------------------------------------------------------
+    def _prepare(self):
+        d = self.__dict__
+        d["_armed"], d["_queued"], d["_next"] = True, False, 0
+        for b in self._buckets:
+            b.pending = len(b.params)
+            b.filled = [False] * len(b.params)
+            b.request = b.host = None
+
+    def _on_backward_start(self, grad):
+        self._queue_finish()
+
+    def _queue_finish(self):
+        if self._armed and not self._queued:
+            queue_callback(self._finish)
+            self.__dict__["_queued"] = True
+
+    def _hook(self, bucket, slot):
+        def on_grad_ready(param):
+            if not self._armed or bucket.filled[slot]:
+                return
+            self._queue_finish()
+            self._fill(bucket, slot, param.grad)
+            self._launch_ready()
+        return on_grad_ready
+
+    def _fill(self, bucket, slot, grad):
+        _, _, p, off = bucket.params[slot]
+        view = bucket.flat[off:off + p.data.size].reshape(p.shape)
+        if grad is None:
+            view.fill(0)
+        else:
+            p.xp.copyto(view, grad.data)
+        bucket.filled[slot] = True
+        bucket.pending -= 1
+
+    def _launch_ready(self):
+        """Start the complete buckets, in index order only."""
+        buckets = self._buckets
+        while self._next < len(buckets) and buckets[self._next].pending == 0:
+            b = buckets[self._next]
+            self._log("allreduce_start", b.index)
+            g = self._group
+            if b.device.type == "cpu":
+                b.request = self._mpi.iallreduce(b.flat, "sum")
+            elif g.nccl is not None:
+                b.request = g.nccl.iallreduce(b.flat, "sum")
+            else:                                             # CUDA over MPI: through a host copy
+                b.host = b.device.backend.to_host(b.flat)
+                b.request = self._mpi.iallreduce(b.host, "sum")
+            self.__dict__["_next"] += 1
+
+    def _finish(self):
+        """End of backward: complete and start what is left, wait, average, write the .grads back."""
+        d = self.__dict__
+        d["_queued"] = False
+        if not self._armed:
+            return
+        d["_armed"] = False
+        missing = []
+        for b in self._buckets:
+            for slot, name, p, _ in b.params:
+                if not b.filled[slot]:
+                    missing.append(name)
+                    self._fill(b, slot, p.grad)      # a .grad from no_sync() backward passes still counts
+        self._launch_ready()
+        used = None
+        if self.find_unused_parameters:               # which parameters have a gradient on some rank
+            xp = get_backend("cpu").xp
+            used = xp.asarray([p.grad is not None for _, p in self._params], dtype=xp.uint8)
+            self._mpi.allreduce(used, "max")
+        size = self._group.size
+        for b in self._buckets:
+            b.request.Wait()
+            if b.host is not None:                      # staged through the host: back to the GPU
+                b.device.backend.xp.copyto(b.flat, b.device.backend.asarray(b.host))
+                b.host = None
+            b.flat /= size
+            self._log("allreduce_end", b.index)
+            for _, _, p, off in b.params:
+                if used is None or used[self._position[id(p)]]:
+                    _set_grad(p, b.flat[off:off + p.data.size].reshape(p.shape))
+        if missing and not self.find_unused_parameters:
+            raise RuntimeError(
+                f"DistributedDataParallel: parameter(s) {', '.join(missing)} received no gradient in this "
+                "backward; their gradients were reduced as zeros so that no rank hangs, but this is an "
+                "error: make every parameter contribute to the loss, or pass find_unused_parameters=True")
+
+    def _log(self, what, index):
+        if self.event_log is not None:
+            self.event_log.append((what, index))
+
+
+def _set_grad(p, averaged):
+    if p.grad is None:
+        p.grad = Tensor._make(averaged.astype(p.dtype), p.device)     # a copy
+    else:
+        p.xp.copyto(p.grad.data, averaged)
+        p.grad._bump_version()
+
+
+def _make_buckets(params, cap_bytes):
+    """Buckets of parameters in reverse registration order, each of one dtype and device and at most
+    ``cap_bytes`` (a parameter larger than that gets a bucket of its own)."""
+    buckets, open_ = [], {}
+    for name, p in reversed(params):
+        key = (p.dtype, p.device)
+        b = open_.get(key)
+        if b is None or (b.params and (b.size + p.data.size) * p.dtype.itemsize > cap_bytes):
+            b = open_[key] = _Bucket(len(buckets), p.dtype, p.device)
+            buckets.append(b)
+        b.params.append((len(b.params), name, p, b.size))
+        b.size += p.data.size
+    for b in buckets:
+        # float16 gradients are summed in float32 (MPI libraries differ on float16 reductions)
+        dtype = "float32" if b.dtype.name == "float16" else b.dtype
+        b.flat = zeros(b.size, dtype=dtype, device=b.device).data
+    return buckets
+
+
+def _check_same_parameters(g, params):
+    mine = [(n, tuple(p.shape), p.dtype.name) for n, p in params]
+    every = g.mpi.gather_objects(mine)
+    for r, theirs in enumerate(every):
+        if theirs != every[0]:
+            diff = next((f"rank 0 has {a}, rank {r} has {b}" for a, b in zip(every[0], theirs) if a != b),
+                        f"rank 0 has {len(every[0])} parameters, rank {r} has {len(theirs)}")
+            raise RuntimeError("DistributedDataParallel: every rank must wrap the same model (parameter "
+                               f"names, shapes and dtypes); {diff}")
+
+
+def _tensors(out):
+    if isinstance(out, Tensor):
+        yield out
+    elif isinstance(out, (list, tuple)):
+        for o in out:
+            yield from _tensors(o)
+    elif isinstance(out, dict):
+        for o in out.values():
+            yield from _tensors(o)

@@ -1,0 +1,376 @@
+"""Checks run inside a real MPI job by tests/test_distributed.py:
+``mpiexec -n N python tests/distributed_worker.py CHECK [CHECK ...]``.
+
+Every rank runs every named check; rank 0 prints one line ``RESULT {json}`` mapping each check to
+"ok" or the first failure on any rank. ``fault`` instead makes rank 1 raise while rank 0 waits in a
+collective (the job must end, not hang). With AG_CUDA=standin the CUDA checks run on the CuPy
+stand-in."""
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if os.environ.get("AG_CUDA") == "standin":
+    from autograd_gpu.testing import cupy_standin
+    cupy_standin.install()
+
+import autograd_gpu as ag                      # noqa: E402
+import autograd_gpu.distributed as dist         # noqa: E402
+from autograd_gpu.distributed import ReduceOp   # noqa: E402
+
+CHECKS = {}
+
+
+def check(fn):
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+def rank_values(shape, dtype, rank, salt=0):
+    """Deterministic, rank-dependent values any rank can recompute for any other rank."""
+    n = int(np.prod(shape)) if shape else 1
+    a = (np.arange(n) * 7 + 3 * rank + salt) % 11
+    if dtype == np.bool_:
+        return (a % 3 == 0).reshape(shape)
+    if np.dtype(dtype).kind == "f":
+        a = a / 4.0 - 1.0
+    return a.astype(dtype).reshape(shape)
+
+
+def reference(op, arrays):
+    if op == ReduceOp.SUM:
+        out = arrays[0].copy()
+        for a in arrays[1:]:
+            out = out | a if out.dtype == np.bool_ else out + a
+        return out
+    if op == ReduceOp.AVG:
+        return (np.sum([a.astype(np.float64) for a in arrays], axis=0) / len(arrays)).astype(arrays[0].dtype)
+    f = np.maximum if op == ReduceOp.MAX else np.minimum
+    out = arrays[0]
+    for a in arrays[1:]:
+        out = f(out, a)
+    return out
+
+
+def expect_equal(got, want, what, dtype):
+    got = got.numpy() if isinstance(got, ag.Tensor) else got
+    tol = {np.float16: 1e-3, np.float32: 1e-6}.get(dtype, 0)
+    if got.shape != want.shape or got.dtype != want.dtype or not np.allclose(got, want, rtol=tol, atol=tol):
+        raise AssertionError(f"{what}: got {got.dtype}{got.shape} {got.ravel()[:5]}, want {want.dtype}"
+                             f"{want.shape} {want.ravel()[:5]}")
+
+
+DTYPES = [np.float16, np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_]
+SHAPES = [(), (0,), (7,), (3, 5)]
+
+
+def collectives_on(device):
+    r, w = dist.get_rank(), dist.get_world_size()
+    cases = [(d, s) for d in DTYPES for s in SHAPES] + [(np.float32, (1 << 20,)), (np.int64, (1 << 20,))]
+    for dtype, shape in cases:
+        ops = [ReduceOp.SUM, ReduceOp.MAX, ReduceOp.MIN] + ([ReduceOp.AVG] if np.dtype(dtype).kind == "f" else [])
+        every = [rank_values(shape, dtype, k) for k in range(w)]
+        what = f"{np.dtype(dtype).name}{shape} on {device}"
+        for op in ops:
+            t = ag.tensor(every[r], device=device)
+            dist.all_reduce(t, op)
+            expect_equal(t, reference(op, every), f"all_reduce {op} {what}", dtype)
+        t = ag.tensor(every[r], device=device)
+        dist.broadcast(t, src=w - 1)
+        expect_equal(t, every[w - 1], f"broadcast {what}", dtype)
+        out = [ag.zeros(shape, dtype=dtype, device=device) for _ in range(w)]
+        dist.all_gather(out, ag.tensor(every[r], device=device))
+        for k in range(w):
+            expect_equal(out[k], every[k], f"all_gather[{k}] {what}", dtype)
+        for op in ops:
+            inputs = [ag.tensor(rank_values(shape, dtype, r, salt=k), device=device) for k in range(w)]
+            out = ag.zeros(shape, dtype=dtype, device=device)
+            dist.reduce_scatter(out, inputs, op)
+            want = reference(op, [rank_values(shape, dtype, k, salt=r) for k in range(w)])
+            expect_equal(out, want, f"reduce_scatter {op} {what}", dtype)
+    # a non-contiguous view is reduced into its own memory
+    base = ag.tensor(rank_values((4, 6), np.float32, r), device=device)
+    view = base.T
+    dist.all_reduce(view)
+    expect_equal(base, reference(ReduceOp.SUM, [rank_values((4, 6), np.float32, k) for k in range(w)]),
+                 "all_reduce through a transposed view", np.float32)
+
+
+@check
+def collectives():
+    collectives_on("cpu")
+
+
+@check
+def mismatches_refused_on_every_rank():
+    r, w = dist.get_rank(), dist.get_world_size()
+
+    def refused(call, exc_types, words):
+        try:
+            call()
+        except exc_types as e:
+            if not all(word in str(e) for word in words):
+                raise AssertionError(f"message lacks {words}: {e}")
+            return
+        raise AssertionError(f"rank {r}: no error")
+
+    refused(lambda: dist.all_reduce(ag.zeros(3 + r)), RuntimeError, ["all_reduce", "(3,)", "(4,)"])
+    refused(lambda: dist.broadcast(ag.zeros(3, dtype=ag.float32 if r else ag.float64)), RuntimeError,
+            ["float32", "float64"])
+    refused(lambda: dist.all_reduce(ag.zeros(2), ReduceOp.MAX if r else ReduceOp.MIN), RuntimeError, ["max"])
+    refused(lambda: dist.all_reduce(ag.zeros(2, dtype=ag.int64), ReduceOp.AVG), TypeError, ["AVG"])
+    # one rank's own argument error: that rank gets its error, the others are told which rank
+    bad = [ag.zeros(2) for _ in range(w - (1 if r == 1 else 0))]
+    refused(lambda: dist.all_gather(bad, ag.zeros(2)), ValueError if r == 1 else RuntimeError, ["rank 1"]
+            if r != 1 else ["world_size"])
+    refused(lambda: dist.broadcast(ag.zeros(2), src=w), ValueError, ["src"])
+    # the group still works afterwards
+    t = ag.ones(2)
+    dist.all_reduce(t)
+    expect_equal(t, np.full(2, float(w), np.float32), "all_reduce after refusals", np.float32)
+
+
+class Net(ag.nn.Module):
+    def __init__(self, extra):
+        super().__init__()
+        self.body = ag.nn.Sequential(ag.nn.Linear(4, 8), ag.nn.Tanh(), ag.nn.Linear(8, 8), ag.nn.Tanh(),
+                                     ag.nn.Linear(8, 3))
+        if extra:
+            self.unused = ag.nn.Linear(3, 3)       # not called by forward
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def make_model(seed, extra=False):
+    ag.manual_seed(seed)
+    return Net(extra)
+
+
+def global_batch(n=12):
+    rng = np.random.default_rng(123)
+    return rng.standard_normal((n, 4)).astype(np.float32), rng.standard_normal((n, 3)).astype(np.float32)
+
+
+def train(model, xs, ys, steps, device, micro=1, sync_model=None):
+    """SGD with momentum; each step's batch split in ``micro`` parts accumulated (all but the last
+    inside no_sync() when ``sync_model`` is DDP)."""
+    net = sync_model or model
+    opt = ag.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for step in range(steps):
+        opt.zero_grad()
+        parts = np.array_split(np.arange(len(xs)), micro)
+        for i, idx in enumerate(parts):
+            x, y = ag.tensor(xs[idx], device=device), ag.tensor(ys[idx], device=device)
+            if sync_model is not None and i < micro - 1:
+                with sync_model.no_sync():
+                    (ag.nn.functional.mse_loss(net(x), y) / micro).backward()
+            else:
+                (ag.nn.functional.mse_loss(net(x), y) / micro).backward()
+        opt.step()
+    return [p.numpy() for p in model.parameters()]
+
+
+def ddp_matches_single_process(device, micro=1):
+    r, w = dist.get_rank(), dist.get_world_size()
+    xs, ys = global_batch()
+    reference_params = train(make_model(0).to(device), xs, ys, 10, device, micro)
+    model = make_model(0 if r == 0 else 100 + r).to(device)   # every rank starts from its own seed...
+    ddp = ag.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0002)   # ...rank 0's wins
+    if len(ddp._buckets) < 3:
+        raise AssertionError(f"expected several buckets, got {len(ddp._buckets)}")
+    shard = slice(r * len(xs) // w, (r + 1) * len(xs) // w)
+    got = train(model, xs[shard], ys[shard], 10, device, micro, sync_model=ddp)
+    for k, (a, b) in enumerate(zip(got, reference_params)):
+        if not np.allclose(a, b, rtol=1e-5, atol=1e-6):
+            raise AssertionError(f"parameter {k}: DDP differs from one process by {np.abs(a - b).max()}")
+    flat = ag.tensor(np.concatenate([p.ravel() for p in got]))
+    hi, lo = flat.clone(), flat.clone()
+    dist.all_reduce(hi, ReduceOp.MAX)
+    dist.all_reduce(lo, ReduceOp.MIN)
+    if not np.array_equal(hi.numpy(), lo.numpy()):
+        raise AssertionError("ranks ended with different parameters")
+
+
+@check
+def ddp_equals_single_process():
+    ddp_matches_single_process("cpu")
+
+
+@check
+def ddp_no_sync_accumulation_equals_single_process():
+    ddp_matches_single_process("cpu", micro=2)
+    r = dist.get_rank()
+    model = make_model(0)
+    ddp = ag.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0002)
+    ddp.event_log = []
+    x = ag.tensor(global_batch()[0][r:r + 2])
+    with ddp.no_sync():
+        ddp(x).sum().backward()
+    g = model.body[0].weight.grad
+    hi, lo = g.clone(), g.clone()
+    dist.all_reduce(hi, ReduceOp.MAX)
+    dist.all_reduce(lo, ReduceOp.MIN)
+    if ddp.event_log or np.array_equal(hi.numpy(), lo.numpy()):
+        raise AssertionError(f"no_sync() reduced: {ddp.event_log}")
+
+
+@check
+def ddp_first_bucket_reduced_before_backward_ends():
+    model = make_model(0)
+    ddp = ag.distributed.DistributedDataParallel(model, bucket_cap_mb=0.0002)
+    ddp.event_log = log = []
+    x = ag.randn(6, 4, requires_grad=True)
+    # x's gradient is the last thing backward computes: it needs the first layer's backward
+    x.register_hook(lambda g: log.append(("input_grad", None)))
+    ddp(x).sum().backward()
+    names = [e[0] for e in log]
+    first = log.index(("allreduce_start", 0))
+    if not first < names.index("input_grad") < names.index("allreduce_end"):
+        raise AssertionError(f"events out of order: {log}")
+    if names.count("allreduce_start") != len(ddp._buckets) or names.count("allreduce_end") != len(ddp._buckets):
+        raise AssertionError(f"every bucket must be reduced once: {log}")
+
+
+@check
+def ddp_unused_parameters():
+    r, w = dist.get_rank(), dist.get_world_size()
+    model = make_model(0, extra=True)
+    ddp = ag.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0002, find_unused_parameters=True)
+    x = ag.tensor(global_batch()[0][:4])
+    out = ddp(x)
+    if r == 0:                                   # the extra layer is used on rank 0 only
+        out = model.unused(out)
+    out.sum().backward()
+    g = model.unused.weight.grad
+    if g is None:
+        raise AssertionError("a parameter used on one rank must get the averaged gradient on every rank")
+    total = g.clone()
+    dist.all_reduce(total, ReduceOp.MAX)
+    if not np.array_equal(total.numpy(), g.numpy()):
+        raise AssertionError("ranks disagree on a parameter used by one rank")
+    model.zero_grad()
+    ddp(x).sum().backward()                      # unused everywhere: stays None
+    if model.unused.weight.grad is not None or model.body[0].weight.grad is None:
+        raise AssertionError("a parameter unused on every rank must keep grad None")
+    strict = ag.nn.parallel.DistributedDataParallel(make_model(0, extra=True), bucket_cap_mb=0.0002)
+    try:
+        strict(x).sum().backward()
+    except RuntimeError as e:
+        if "unused.weight" not in str(e) or "find_unused_parameters=True" not in str(e):
+            raise AssertionError(f"unclear error: {e}")
+    else:
+        raise AssertionError("an unused parameter without find_unused_parameters must raise")
+    t = ag.ones(1)                               # and every rank can go on
+    dist.all_reduce(t)
+    expect_equal(t, np.full(1, float(w), np.float32), "all_reduce after the error", np.float32)
+
+
+@check
+def ddp_refuses_different_models():
+    r = dist.get_rank()
+    model = ag.nn.Linear(3, 4 if r == 0 else 5)
+    try:
+        ag.nn.parallel.DistributedDataParallel(model)
+    except RuntimeError as e:
+        if "same model" not in str(e) or "rank 0 has" not in str(e):
+            raise AssertionError(f"unclear error: {e}")
+        return
+    raise AssertionError("different models must be refused")
+
+
+def sampler_by_hand(n, replicas, rank, perm, drop_last):
+    """PyTorch's documented recipe, written out."""
+    if drop_last and n % replicas:
+        num = -(-(n - replicas) // replicas)
+    else:
+        num = -(-n // replicas)
+    total = num * replicas
+    idx = list(perm)
+    if drop_last:
+        idx = idx[:total]
+    else:
+        while len(idx) < total:
+            idx += idx[:total - len(idx)]
+    return idx[rank:total:replicas]
+
+
+@check
+def distributed_sampler():
+    r, w = dist.get_rank(), dist.get_world_size()
+    for n in (1, 2, 5, 10, 11, 12):
+        for shuffle in (False, True):
+            for drop_last in (False, True):
+                for epoch in (0, 3):
+                    s = ag.data.DistributedSampler(range(n), shuffle=shuffle, seed=7, drop_last=drop_last)
+                    s.set_epoch(epoch)
+                    perm = np.random.default_rng(7 + epoch).permutation(n) if shuffle else range(n)
+                    want = sampler_by_hand(n, w, r, perm, drop_last)
+                    got = list(s)
+                    if got != want or len(s) != len(want):
+                        raise AssertionError(f"n={n} shuffle={shuffle} drop_last={drop_last}: {got} != {want}")
+                    out = [ag.zeros(len(got), dtype=ag.int64) for _ in range(w)]
+                    dist.all_gather(out, ag.tensor(got, dtype=ag.int64))
+                    shards = [o.numpy().tolist() for o in out]
+                    covered = sorted(sum(shards, []))
+                    if not drop_last and set(covered) != set(range(n)):
+                        raise AssertionError(f"shards do not cover the dataset: {shards}")
+                    if drop_last and len(set(covered)) != len(covered):
+                        raise AssertionError(f"drop_last shards overlap: {shards}")
+    ds = ag.data.TensorDataset(ag.arange(10.0))
+    loader = ag.data.DataLoader(ds, batch_size=2, sampler=ag.data.DistributedSampler(ds, shuffle=False))
+    got = [v for (b,) in loader for v in b.numpy().tolist()]
+    if got != [float(i) for i in sampler_by_hand(10, w, r, range(10), False)]:
+        raise AssertionError(f"DataLoader(sampler=) gave {got}")
+
+
+@check
+def cuda_over_mpi_on_the_standin():
+    from autograd_gpu.testing.cupy_standin import count_transfers
+    collectives_on("cuda")
+    with count_transfers() as log:
+        t = ag.ones(1000, device="cuda")
+        dist.all_reduce(t)
+    # one copy down to the host for MPI, one back (the stand-in counts them)
+    if log.d2h != 1 or log.h2d < 1:
+        raise AssertionError(f"expected one device-to-host copy and one back, got {log.d2h} and {log.h2d}")
+    ddp_matches_single_process("cuda")
+
+
+def fault():
+    r = dist.get_rank()
+    dist.barrier()
+    if r == 1:
+        raise ValueError("rank 1 failed on purpose")
+    t = ag.ones(1)
+    dist.all_reduce(t)          # rank 1 never joins: only the abort can end this
+    print("rank 0 finished, which it must not", flush=True)
+
+
+def main(names):
+    dist.init_process_group()
+    global MPI
+    from mpi4py import MPI
+    if names == ["fault"]:
+        fault()
+        return
+    results = {}
+    for name in names:
+        try:
+            CHECKS[name]()
+            mine = "ok"
+        except Exception:
+            mine = traceback.format_exc(limit=4)
+        every = MPI.COMM_WORLD.allgather(mine)
+        bad = [f"rank {k}: {m}" for k, m in enumerate(every) if m != "ok"]
+        results[name] = bad[0] if bad else "ok"
+    if dist.get_rank() == 0:
+        print("RESULT " + json.dumps(results), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

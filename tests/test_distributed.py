@@ -1,0 +1,102 @@
+"""ag.distributed in real MPI jobs: pytest starts ``mpiexec -n N python tests/distributed_worker.py
+CHECK ...`` (bounded by a timeout) and reads rank 0's JSON verdict on each check. Few jobs, each
+running many checks, keep this quick on two cores. Skipped where mpi4py or mpiexec is missing
+(pip install "autograd-gpu[distributed]")."""
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import autograd_gpu as ag
+
+WORKER = Path(__file__).with_name("distributed_worker.py")
+ROOT = WORKER.parents[1]
+
+
+def find_mpiexec():
+    """The mpiexec installed next to this Python (pip's mpich puts it there), else the one on PATH."""
+    beside = Path(sys.executable).with_name("mpiexec")
+    return str(beside) if beside.exists() else shutil.which("mpiexec")
+
+
+MPIEXEC = find_mpiexec()
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or MPIEXEC is None,
+                                reason='needs mpi4py and mpiexec: pip install "autograd-gpu[distributed]"')
+
+CPU_CHECKS = ["collectives", "mismatches_refused_on_every_rank", "ddp_equals_single_process",
+              "ddp_no_sync_accumulation_equals_single_process", "ddp_first_bucket_reduced_before_backward_ends",
+              "ddp_unused_parameters", "ddp_refuses_different_models", "distributed_sampler"]
+THREE_RANK_CHECKS = ["collectives", "mismatches_refused_on_every_rank", "ddp_equals_single_process",
+                     "distributed_sampler"]
+
+
+def run_job(n, checks, timeout, cuda=""):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), AG_CUDA=cuda)
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(WORKER), *checks], env=env,
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def verdicts(n, checks, cuda=""):
+    proc = run_job(n, checks, timeout=120, cuda=cuda)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, (f"the {n}-rank job failed (exit {proc.returncode}):\n"
+                                            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def two_ranks():
+    return verdicts(2, CPU_CHECKS)
+
+
+@pytest.fixture(scope="module")
+def three_ranks():
+    return verdicts(3, THREE_RANK_CHECKS)
+
+
+@pytest.mark.parametrize("check", CPU_CHECKS)
+def test_on_two_ranks(two_ranks, check):
+    assert two_ranks[check] == "ok", two_ranks[check]
+
+
+@pytest.mark.parametrize("check", THREE_RANK_CHECKS)
+def test_on_three_ranks(three_ranks, check):
+    assert three_ranks[check] == "ok", three_ranks[check]
+
+
+def test_an_exception_on_one_rank_ends_the_job_with_its_message():
+    start = time.monotonic()
+    proc = run_job(2, ["fault"], timeout=60)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert "rank 1 failed on purpose" in output and "[rank 1]" in output, output
+    assert "must not" not in output
+    assert time.monotonic() - start < 60
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_over_mpi_on_the_standin():
+    from autograd_gpu.backends import cupy_backend
+    if not cupy_backend.simulated():
+        pytest.skip("runs on the CuPy stand-in: AG_CUDA=standin python -m pytest -m gpu")
+    result = verdicts(2, ["cuda_over_mpi_on_the_standin"], cuda="standin")
+    assert result["cuda_over_mpi_on_the_standin"] == "ok", result["cuda_over_mpi_on_the_standin"]
+
+
+def test_calls_before_init_raise():
+    assert not ag.distributed.is_initialized()
+    for call in (ag.distributed.get_rank, ag.distributed.get_world_size, ag.distributed.barrier,
+                 lambda: ag.distributed.all_reduce(ag.ones(1))):
+        with pytest.raises(RuntimeError, match="init_process_group"):
+            call()
+
+
+def test_importing_the_package_does_not_import_mpi4py():
+    code = "import sys, autograd_gpu; assert 'mpi4py' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
