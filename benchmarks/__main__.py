@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import report  # noqa: E402
+from benchmarks import report, distributed  # noqa: E402
 from benchmarks.timing import measure, sync_fn, machine  # noqa: E402
 from benchmarks.workloads import WORKLOADS, mlp_step, peak_memory  # noqa: E402
 
@@ -60,16 +60,21 @@ def main(argv=None):
     p.add_argument("--out", default="results", help="folder for benchmarks.json, benchmarks.md and plots")
     p.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (under a minute on 2 CPU cores)")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)      # for the test suite
-    p.add_argument("--only", nargs="*", choices=sorted(WORKLOADS) + ["sweep"], help="run only these workloads")
+    p.add_argument("--only", nargs="*", choices=sorted(WORKLOADS) + ["sweep", "distributed"],
+                   help="run only these workloads (distributed: all-reduce and DDP jobs under mpiexec)")
     args = p.parse_args(argv)
     scale = "tiny" if args.tiny else "quick" if args.quick else "full"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    names = args.only or list(WORKLOADS) + ["sweep"]
+    names = args.only or list(WORKLOADS) + ["sweep"] + (["distributed"] if scale == "full" else [])
     t0 = time.time()
     results = {"machine": machine(args.device), "scale": scale, "rows": [], "sweep": []}
+    if "distributed" in names:          # CPU over MPI, whatever --device says
+        results["distributed"] = distributed.run(scale, print)
     for device in args.device:
         for name in names:
+            if name == "distributed":
+                continue
             if name == "sweep":
                 results["sweep"] += run_sweep(device, scale, print)
             else:
@@ -77,7 +82,7 @@ def main(argv=None):
     results["seconds"] = round(time.time() - t0, 1)
     (out / "benchmarks.json").write_text(json.dumps(results, indent=2))
     (out / "benchmarks.md").write_text(report.markdown(results))
-    written = report.plots(results, out)
+    written = report.plots(results, out) if results["rows"] else []     # the plots are of workloads
     print(f"wrote {out / 'benchmarks.json'}, {out / 'benchmarks.md'}" + "".join(f", {w}" for w in written)
           + f" in {results['seconds']} s")
     return results

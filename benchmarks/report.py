@@ -40,6 +40,9 @@ def markdown(results):
         for w in sorted({s["width"] for s in results["sweep"]}):
             row = {s["device"]: s["ours"] for s in results["sweep"] if s["width"] == w}
             lines.append(f"| {w} | " + " | ".join(_fmt(row.get(d)) for d in sorted(row)) + " |")
+    if results.get("distributed"):
+        from .distributed import markdown as distributed_markdown
+        lines.append(distributed_markdown(results["distributed"]))
     return "\n".join(lines) + "\n"
 
 

@@ -127,6 +127,9 @@ def mismatches_refused_on_every_rank():
     refused(lambda: dist.all_gather(bad, ag.zeros(2)), ValueError if r == 1 else RuntimeError, ["rank 1"]
             if r != 1 else ["world_size"])
     refused(lambda: dist.broadcast(ag.zeros(2), src=w), ValueError, ["src"])
+    # different collectives on the same tensor: refused, not a hang
+    refused(lambda: dist.all_reduce(ag.zeros(2)) if r else dist.broadcast(ag.zeros(2)), RuntimeError,
+            ["all_reduce", "broadcast"])
     # the group still works afterwards
     t = ag.ones(2)
     dist.all_reduce(t)

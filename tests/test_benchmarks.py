@@ -20,3 +20,14 @@ def test_benchmarks_tiny_run_writes_json_table_and_plots(tmp_path):
     for name in ("time_by_device.png", "ours_vs_baselines.png", "speedup_vs_size.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert results["scale"] == "tiny"
+
+
+def test_distributed_benchmarks_tiny_run(tmp_path):
+    from benchmarks import distributed
+    if not distributed.available():
+        pytest.skip('needs mpi4py and mpiexec: pip install "autograd-gpu[distributed]"')
+    results = main(["--tiny", "--only", "distributed", "--out", str(tmp_path)])
+    d = results["distributed"]
+    assert d["allreduce"] and all(r["ours_us"] > 0 and r["mpi4py_us"] > 0 for r in d["allreduce"])
+    assert d["training"]["one_rank"]["ranks"] == 1 and d["training"]["two_ranks"]["ranks"] == 2
+    assert "ours / mpi4py" in (tmp_path / "benchmarks.md").read_text()

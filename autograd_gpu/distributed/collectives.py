@@ -1,15 +1,17 @@
 """Collectives on Tensors, in place, over the process group: all_reduce, broadcast, all_gather,
 reduce_scatter.
 
-Before moving any data, every rank sends a small signature of its call (the collective, shapes, dtype,
-device type, op or root, and any problem it found in its own arguments) with one allgather of a pickled
-tuple, about 100 bytes: tens of microseconds on one node, next to the ~1 ms a 1 MB all-reduce takes.
-If the signatures differ, or one rank's arguments are wrong, every rank raises the same error at
-once, instead of MPI reading mismatched buffers (garbage) or waiting for a message that never comes.
+Before moving any data, every rank sends a 16-byte digest of its call (the collective, shapes, dtype,
+device type, op or root, and whether it found a problem in its own arguments) with one Allgather of
+two int64s: a few microseconds. Only when the digests differ do the ranks exchange the full
+signatures (pickled) to say what differs. Either way every rank raises the same error at once,
+instead of MPI reading mismatched buffers (garbage) or waiting for a message that never comes.
 
 CPU tensors go to MPI as they are (no copy when contiguous); CUDA tensors go to NCCL under the
 "nccl" backend, and through a host copy to MPI otherwise.
 """
+import zlib
+
 from ..tensor import Tensor
 from .process_group import group
 
@@ -116,25 +118,34 @@ def _describe(t):
 
 
 def _agree(g, what, tensors, problem, arg):
-    """One allgather of every rank's call signature; raise on every rank if any rank's call is wrong
-    or the calls differ."""
+    """Raise on every rank if any rank's call is wrong or the calls differ: one Allgather of a digest
+    of each call, then, only when they differ, one of the full signatures for the message."""
+    sig = None if problem else tuple((t.shape, t.dtype.str, t.device.type) for t in tensors)   # dtype.str: fast
+    if g.mpi.all_equal(_digest((what, sig, arg)), bool(problem)):
+        return
     sig = None if problem else tuple((tuple(t.shape), t.dtype.name, t.device.type) for t in tensors)
-    calls = g.mpi.gather_objects((sig, arg, problem[1] if problem else None))
+    calls = g.mpi.gather_objects((what, sig, arg, problem[1] if problem else None))
     if problem:
         raise problem[0](f"{what}: {problem[1]} (refused on every rank)")
-    bad = [(r, p) for r, (_, _, p) in enumerate(calls) if p]
+    bad = [(r, p) for r, (_, _, _, p) in enumerate(calls) if p]
     if bad:
         r, p = bad[0]
         raise RuntimeError(f"{what}: refused on every rank because rank {r}'s call is wrong: {p}")
-    if any(c[:2] != calls[0][:2] for c in calls):
-        detail = "; ".join(f"rank {r}: {_show(s, a)}" for r, (s, a, _) in enumerate(calls))
-        raise RuntimeError(f"{what}: the ranks' tensors must have the same shape, dtype and device type "
-                           f"(and the same op/src); got {detail}")
+    detail = "; ".join(f"rank {r}: {_show(*c[:3])}" for r, c in enumerate(calls))
+    raise RuntimeError(f"{what}: the ranks' calls differ: every rank must call the same collective on tensors "
+                       f"of the same shape, dtype and device type (and the same op/src); got {detail}")
 
 
-def _show(sig, arg):
+def _digest(call):
+    """A 63-bit digest of a call that is the same in every process (Python's hash() is salted per
+    process, so it cannot be compared across ranks); CRC-32 and Adler-32 of its text, and its length."""
+    r = repr(call).encode()
+    return (zlib.crc32(r) << 31) ^ zlib.adler32(r) ^ len(r)
+
+
+def _show(what, sig, arg):
     shape, dtype, dev = sig[0]
-    return f"shape {shape} {dtype} on {dev}" + ("" if arg is None else f", {arg!r}")
+    return f"{what} of shape {shape} {dtype} on {dev}" + ("" if arg is None else f", {arg!r}")
 
 
 # -- moving data to and from the transports ------------------------------------------------------------

@@ -24,15 +24,18 @@ class MpiTransport:
         self.comm = comm
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         # predefined datatypes only: MPI defines its reductions on those, not on derived ones
-        self._types = {"bool": MPI.C_BOOL, "int8": MPI.INT8_T, "int16": MPI.INT16_T, "int32": MPI.INT32_T,
+        names = {"bool": MPI.C_BOOL, "int8": MPI.INT8_T, "int16": MPI.INT16_T, "int32": MPI.INT32_T,
                        "int64": MPI.INT64_T, "uint8": MPI.UINT8_T, "uint16": MPI.UINT16_T,
                        "uint32": MPI.UINT32_T, "uint64": MPI.UINT64_T, "float32": MPI.FLOAT,
                        "float64": MPI.DOUBLE, "complex64": MPI.C_FLOAT_COMPLEX,
                        "complex128": MPI.C_DOUBLE_COMPLEX,
                        "float16": MPI.UINT16_T}    # moved as 16-bit words; reduced through float32 (below)
+        import numpy as np          # host-side: dtype keys, and the digests of call signatures
+        self._types = {np.dtype(k): v for k, v in names.items()}    # keyed by dtype: dtype.name is slow
+        self._mine, self._digests = np.empty(2, dtype=np.int64), np.empty(2 * self.size, dtype=np.int64)
 
     def _spec(self, a):
-        t = self._types.get(a.dtype.name)
+        t = self._types.get(a.dtype)
         if t is None:
             raise TypeError(f"ag.distributed: no MPI datatype for {a.dtype}")
         return [a, t]
@@ -76,6 +79,14 @@ class MpiTransport:
         wide = a.astype("float32")
         fn(wide, op)
         a[...] = wide
+
+    def all_equal(self, digest, flagged):
+        """True when every rank passed the same ``digest`` and none is ``flagged``: one Allgather of two
+        int64s per rank into buffers kept for it (no pickling, no allocation)."""
+        mine = self._mine
+        mine[0], mine[1] = digest, int(flagged)
+        self.comm.Allgather([mine, self.MPI.INT64_T], [self._digests, self.MPI.INT64_T])
+        return self._digests.tolist() == [digest, 0] * self.size
 
     def gather_objects(self, obj):
         """Every rank's small Python object (pickled: only for signatures and metadata)."""
