@@ -100,3 +100,13 @@ def test_calls_before_init_raise():
 def test_importing_the_package_does_not_import_mpi4py():
     code = "import sys, autograd_gpu; assert 'mpi4py' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=60)
+
+
+def test_train_ddp_example_runs_on_two_ranks(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), AG_CUDA="")
+    proc = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(ROOT / "examples" / "train_ddp.py"), "--smoke",
+                           "--out", str(tmp_path / "ddp.png")], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "digits on 2 rank(s): test accuracy" in proc.stdout
+    assert proc.stdout.count("test accuracy") == 1            # rank 0 alone prints
