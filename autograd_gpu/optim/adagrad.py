@@ -1,5 +1,5 @@
 """Adagrad with learning-rate decay and weight decay (PyTorch's update rule)."""
-from .optimizer import Optimizer, check_range
+from .optimizer import Optimizer
 from ..tensor import Tensor
 
 __all__ = ["Adagrad"]
@@ -29,13 +29,8 @@ class Adagrad(Optimizer):
             if not self.state.get(p):
                 self._init_state(p, group)
 
-    @staticmethod
-    def _check_group(g):
-        check_range(g["lr"], "learning rate")
-        check_range(g["lr_decay"], "lr_decay value")
-        check_range(g["weight_decay"], "weight_decay value")
-        check_range(g["initial_accumulator_value"], "initial_accumulator_value")
-        check_range(g["eps"], "epsilon value")
+    _ranges = (("lr", "learning rate"), ("lr_decay", "lr_decay value"), ("weight_decay", "weight_decay value"),
+               ("initial_accumulator_value", "initial_accumulator_value"), ("eps", "epsilon value"))
 
     def _update_group(self, group):
         lr, lr_decay, wd, eps, maximize = (group["lr"], group["lr_decay"], group["weight_decay"], group["eps"],

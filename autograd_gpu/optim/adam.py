@@ -18,16 +18,15 @@ class Adam(Optimizer):
                                       amsgrad=amsgrad, maximize=maximize,
                                       decoupled_weight_decay=decoupled_weight_decay))
 
-    @staticmethod
-    def _check_group(g):
-        check_range(g["lr"], "learning rate")
-        check_range(g["eps"], "epsilon value")
+    _ranges = (("lr", "learning rate"), ("eps", "epsilon value"), ("weight_decay", "weight_decay value"))
+
+    def _check_group(self, g):
+        super()._check_group(g)
         betas = g["betas"]
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise TypeError(f"Invalid betas: expected a pair of numbers, got {betas!r}")
         check_range(betas[0], "beta parameter at index 0", 0.0, 1.0)
         check_range(betas[1], "beta parameter at index 1", 0.0, 1.0)
-        check_range(g["weight_decay"], "weight_decay value")
 
     def _update_group(self, group):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]

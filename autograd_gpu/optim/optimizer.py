@@ -121,10 +121,15 @@ class Optimizer:
             self._update_group(group)
         return loss
 
-    @staticmethod
-    def _check_group(group):
-        """Raise ValueError/TypeError for options out of range (each optimizer checks its own); called for
-        every group added and every group loaded, so a NaN learning rate never reaches an update."""
+    # (option, its name in messages[, low, high]): each must satisfy check_range in every group
+    _ranges = (("lr", "learning rate"),)
+
+    def _check_group(self, group):
+        """Raise ValueError/TypeError for options out of range (``_ranges``, and what a subclass adds);
+        called for every group added and every group loaded, so a NaN learning rate never reaches an
+        update."""
+        for option, name, *bounds in self._ranges:
+            check_range(group[option], name, *bounds)
 
     def _update_group(self, group):
         raise NotImplementedError(f"{type(self).__name__} does not define _update_group(group)")

@@ -1,5 +1,5 @@
 """RMSprop, optionally centered and with momentum (PyTorch's update rule)."""
-from .optimizer import Optimizer, check_range
+from .optimizer import Optimizer
 from ..tensor import Tensor
 
 __all__ = ["RMSprop"]
@@ -14,13 +14,8 @@ class RMSprop(Optimizer):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                                       centered=centered, maximize=maximize))
 
-    @staticmethod
-    def _check_group(g):
-        check_range(g["lr"], "learning rate")
-        check_range(g["eps"], "epsilon value")
-        check_range(g["momentum"], "momentum value")
-        check_range(g["weight_decay"], "weight_decay value")
-        check_range(g["alpha"], "alpha value")
+    _ranges = (("lr", "learning rate"), ("eps", "epsilon value"), ("momentum", "momentum value"),
+               ("weight_decay", "weight_decay value"), ("alpha", "alpha value"))
 
     def _update_group(self, group):
         lr, alpha, eps, wd = group["lr"], group["alpha"], group["eps"], group["weight_decay"]

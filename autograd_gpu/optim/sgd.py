@@ -1,5 +1,5 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (PyTorch's update rule)."""
-from .optimizer import Optimizer, check_range
+from .optimizer import Optimizer
 from ..tensor import Tensor
 
 __all__ = ["SGD"]
@@ -14,12 +14,11 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
-    @staticmethod
-    def _check_group(g):
-        check_range(g["lr"], "learning rate")
-        check_range(g["momentum"], "momentum value")
-        check_range(g["dampening"], "dampening value")
-        check_range(g["weight_decay"], "weight_decay value")
+    _ranges = (("lr", "learning rate"), ("momentum", "momentum value"), ("dampening", "dampening value"),
+               ("weight_decay", "weight_decay value"))
+
+    def _check_group(self, g):
+        super()._check_group(g)
         if g["nesterov"] and (g["momentum"] <= 0 or g["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
