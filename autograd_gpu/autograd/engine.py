@@ -6,11 +6,15 @@ first runs each node after all the nodes that consume its outputs (PyTorch order
 same way). No recursion and no counting pass: a chain of 10**6 ops is fine. Gradients meant for the
 same output are summed before the node runs; leaves receive their totals at the end.
 
-Two additions serve data-parallel training (distributed/ddp.py). While some leaf has a
-post-accumulate-grad hook, one walk before the loop finds, for each leaf, the lowest-numbered node
-that sends it a gradient; once the loop has run that node the leaf's total is final, so its .grad
-is written and its post-accumulate hooks run at that point, in the middle of backward, not at the
-end. ``queue_callback(fn)`` runs ``fn`` when the current backward() has finished.
+Two additions serve data-parallel training (distributed/ddp.py). A leaf with a post-accumulate-grad
+hook is finished as soon as its total is final, in the middle of backward, not at the end: when the
+first such leaf gets a gradient, one walk from the nodes still pending finds, for each hooked leaf,
+the lowest-numbered node that sends it one; once the loop has run that node, the leaf's .grad is
+written (a copy of the gradient when the engine may still hold it elsewhere, so that a hook may
+change .grad in place) and its post-accumulate hooks run. A backward that reaches no hooked leaf
+makes no walk, so hooks alive elsewhere (a DDP model) cost unrelated graphs nothing; leaves without
+such hooks are finished at the end, as before. ``queue_callback(fn)`` runs ``fn`` when the current
+backward() has finished.
 """
 import heapq
 import threading
@@ -23,6 +27,23 @@ __all__ = ["run_backward", "backward", "grad", "queue_callback"]
 
 _post_hooked = weakref.WeakValueDictionary()   # id -> leaf with post-accumulate-grad hooks (Tensor's == is elementwise)
 _callbacks = threading.local()         # .stack: one list of queued callbacks per running backward()
+
+
+class _Callbacks(list):
+    """The callbacks queued during one backward(); ``writes_grad`` is False inside grad()."""
+    __slots__ = ("writes_grad",)
+
+    def __init__(self, writes_grad):
+        super().__init__()
+        self.writes_grad = writes_grad
+
+
+def current_backward():
+    """The callback list of the backward() or grad() now running in this thread (compare with
+    ``is`` to tell one backward from the next; ``.writes_grad`` says whether it accumulates into
+    .grad), or None outside backward."""
+    stack = getattr(_callbacks, "stack", None)
+    return stack[-1] if stack else None
 
 
 def queue_callback(fn):
@@ -90,16 +111,18 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
         needed = _needed_nodes(list(buffers), wanted_leaves, capture_nodes)
         leaf = {k: v for k, v in leaf.items() if k in wanted_leaves}
 
-    # with post-accumulate hooks alive, leaves are finished as soon as their last sender has run
-    first_use = _first_senders(list(buffers)) if captured is None and len(_post_hooked) else None
-    ready = []                                     # heap of (-lowest sender seq, n, leaf id)
+    # leaves with post-accumulate hooks are finished as soon as their last sender has run
+    watch = captured is None and len(_post_hooked) > 0
+    first_use = None                               # id(hooked leaf) -> its last sender's seq, once walked
+    hit = []                                       # hooked leaves given their first gradient by this node
+    ready = []                                     # heap of (-lowest sender seq, leaf id)
     state_anomaly = state.anomaly
     prev = state.enabled
     state.enabled = create_graph
     stack = getattr(_callbacks, "stack", None)
     if stack is None:
         stack = _callbacks.stack = []
-    stack.append([])
+    stack.append(_Callbacks(captured is None))
     try:
         heap = [(-n._seq, n) for n in buffers]      # nodes with a gradient waiting, latest first
         heapq.heapify(heap)
@@ -145,8 +168,8 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
                     m, k = e
                 elif isinstance(e, Tensor):        # a leaf
                     if needed is None or id(e) in wanted_leaves:
-                        if _add_leaf(leaf, e, g, add) and first_use is not None:
-                            heapq.heappush(ready, (-first_use[id(e)], len(ready), id(e)))
+                        if _add_leaf(leaf, e, g, add) and watch and e._post_acc_hooks:
+                            hit.append(e)
                     continue
                 else:
                     m, k = e, 0
@@ -165,17 +188,23 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
                         buf = buffers[m] = [None] * m._n_out
                         push(heap, (-m._seq, m))
                     buf[k] = g if buf[k] is None else add(buf[k], g)
+            if hit:
+                if first_use is None:              # the first hooked leaf reached: walk what is left
+                    first_use = _first_senders([n for _, n in heap])
+                for e in hit:                      # no sender left to run: final after this node
+                    heapq.heappush(ready, (-first_use.get(id(e), node._seq), id(e)))
+                hit.clear()
             # every node numbered above this one has run: leaves whose senders all did are final
             while ready and -ready[0][0] >= node._seq:
-                t, g, _ = leaf.pop(heapq.heappop(ready)[2])
-                _finish_leaf(t, g, given, create_graph)
+                t, g, owned = leaf.pop(heapq.heappop(ready)[1])
+                _finish_leaf(t, g, given, create_graph, owned)
 
         # the other leaves last: hooks see the summed gradient, then .grad accumulates (or the caller gets it)
-        for t, g, _ in leaf.values():
+        for t, g, owned in leaf.values():
             if captured is not None:
                 captured[id(t)] = _run_hooks(t._hooks, g) if t._hooks is not None else g
                 continue
-            _finish_leaf(t, g, given, create_graph)
+            _finish_leaf(t, g, given, create_graph, owned)
         callbacks = stack[-1]
         while callbacks:                           # a callback may queue another
             callbacks.pop(0)()
@@ -187,28 +216,36 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
     return [captured.get(id(t) if t.grad_fn is None else (t.grad_fn, t._output_nr)) for t in inputs]
 
 
-def _finish_leaf(t, g, given, create_graph):
+def _finish_leaf(t, g, given, create_graph, owned=True):
     """Run the leaf's hooks on its total gradient, accumulate it into .grad, then run the
-    post-accumulate-grad hooks."""
+    post-accumulate-grad hooks. ``owned``: the gradient is a sum this backward made, referenced
+    nowhere else."""
+    post = t._post_acc_hooks
+    g0 = g
     if t._hooks is not None:
         g = _run_hooks(t._hooks, g)
     if g.dtype != t.dtype:
         g = g.to(dtype=t.dtype)
     cur = t.grad
     if cur is None:
+        if post and not owned and g is g0:
+            # a node's result may also sit in a pending node's buffer or another leaf's total; the
+            # hooks below (and whatever runs before backward ends) may write .grad in place
+            g = g.clone() if g.requires_grad else g._copy()
         t.grad = _owned(g, given) if create_graph else _owned(g, given).detach()
     elif create_graph or cur.requires_grad:
         t.grad = cur + g
     else:
         cur.data += g.data
         cur._bump_version()
-    for fn in t._post_acc_hooks or ():
+    for fn in post or ():
         fn(t)
 
 
 def _first_senders(roots):
     """id(leaf) -> the lowest creation number among the nodes reachable from ``roots`` that have
-    the leaf as an input: the last of them to run in backward."""
+    the leaf as an input: the last of them to run in backward. Only leaves with post-accumulate
+    hooks are recorded."""
     Tensor = _function.Tensor
     first, visited, stack = {}, set(roots), list(roots)
     while stack:
@@ -217,9 +254,10 @@ def _first_senders(roots):
             if e is None:
                 continue
             if isinstance(e, Tensor):
-                old = first.get(id(e))
-                if old is None or n._seq < old:
-                    first[id(e)] = n._seq
+                if e._post_acc_hooks:
+                    old = first.get(id(e))
+                    if old is None or n._seq < old:
+                        first[id(e)] = n._seq
                 continue
             m = e[0] if e.__class__ is tuple else e
             if m not in visited:
@@ -299,6 +337,7 @@ def _add_leaf(leaf, t, g, add=_add_grads):
             entry[2] = True
     else:
         entry[1] = add(entry[1], g)
+        entry[2] = True                            # a new sum: referenced nowhere else
 
 
 def _call_backward(node, grads):
