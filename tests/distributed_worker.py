@@ -272,6 +272,67 @@ def ddp_unused_parameters():
     expect_equal(t, np.full(1, float(w), np.float32), "all_reduce after the error", np.float32)
 
 
+def averaged_by_hand(loss_fn):
+    """Every parameter's gradient of loss_fn(model) on this rank's data, averaged over ranks with
+    all_reduce: what DDP must give."""
+    model = make_model(0)
+    loss_fn(model).backward()
+    out = []
+    for p in model.parameters():
+        g = p.grad.clone()
+        dist.all_reduce(g, ReduceOp.AVG)
+        out.append(g.numpy())
+    return out
+
+
+def expect_grads(model, want, what):
+    for k, (p, g) in enumerate(zip(model.parameters(), want)):
+        if p.grad is None or not np.allclose(p.grad.numpy(), g, rtol=1e-5, atol=1e-6):
+            raise AssertionError(f"{what}: parameter {k} has {None if p.grad is None else p.grad.numpy()}, want {g}")
+
+
+@check
+def ddp_gradient_penalty_with_autograd_grad():
+    # grad() writes no .grad: it must not run DDP's end-of-backward reduction (which raised "received
+    # no gradient" and wrote averaged zeros into every .grad); the backward after it reduces
+    r = dist.get_rank()
+    x0 = global_batch()[0][3 * r:3 * r + 3]
+
+    def loss(net):
+        x = ag.tensor(x0, requires_grad=True)
+        out = net(x)
+        (gx,) = ag.autograd.grad(out.sum(), x, create_graph=True)
+        return out.sum() + (gx * gx).sum()
+    want = averaged_by_hand(loss)
+    model = make_model(0)
+    ddp = ag.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0002)
+    loss(ddp).backward()
+    expect_grads(model, want, "gradient penalty")
+
+
+@check
+def ddp_backward_retried_after_an_exception():
+    # a backward that raises drops its queued callbacks; the retry (retain_graph) must reduce again
+    r = dist.get_rank()
+    x0 = global_batch()[0][3 * r:3 * r + 3]
+    want = averaged_by_hand(lambda net: net(ag.tensor(x0)).sum())
+    model = make_model(0)
+    ddp = ag.nn.parallel.DistributedDataParallel(model)      # one bucket: nothing started before the error
+    loss = ddp(ag.tensor(x0)).sum()
+    first = model.body[0].bias                                # finished last
+    h = first.register_hook(lambda g: (_ for _ in ()).throw(ValueError("on purpose")))
+    try:
+        loss.backward(retain_graph=True)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("the hook should have raised")
+    h.remove()
+    model.zero_grad()
+    loss.backward()
+    expect_grads(model, want, "retried backward")
+
+
 @check
 def ddp_refuses_different_models():
     r = dist.get_rank()

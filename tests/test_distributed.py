@@ -31,7 +31,8 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or MP
 
 CPU_CHECKS = ["collectives", "mismatches_refused_on_every_rank", "ddp_equals_single_process",
               "ddp_no_sync_accumulation_equals_single_process", "ddp_first_bucket_reduced_before_backward_ends",
-              "ddp_unused_parameters", "ddp_refuses_different_models", "distributed_sampler"]
+              "ddp_unused_parameters", "ddp_refuses_different_models", "distributed_sampler",
+              "ddp_gradient_penalty_with_autograd_grad", "ddp_backward_retried_after_an_exception"]
 THREE_RANK_CHECKS = ["collectives", "mismatches_refused_on_every_rank", "ddp_equals_single_process",
                      "distributed_sampler"]
 

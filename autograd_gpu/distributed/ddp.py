@@ -18,7 +18,7 @@ import contextlib
 
 from ..nn.module import Module
 from ..tensor import Tensor
-from ..autograd.engine import queue_callback
+from ..autograd.engine import queue_callback, current_backward
 from ..autograd.grad_mode import is_grad_enabled
 from ..backends import get_backend
 from ..creation import zeros
@@ -70,7 +70,8 @@ class DistributedDataParallel(Module):
         d["_mpi"] = MpiTransport(g.mpi.comm.Dup())        # DDP's traffic on its own communicator
         d["_buckets"] = _make_buckets(self._params, bucket_cap_mb * 2 ** 20)
         d["_require_sync"] = True
-        d["_armed"] = d["_queued"] = False
+        d["_armed"] = False
+        d["_queued"] = None                   # the backward() whose end runs _finish
         d["_next"] = 0
         for b in self._buckets:
             for slot, _, p, _ in b.params:
@@ -101,19 +102,24 @@ class DistributedDataParallel(Module):
     # -- one backward --------------------------------------------------------------------------
     def _prepare(self):
         d = self.__dict__
-        d["_armed"], d["_queued"], d["_next"] = True, False, 0
+        d["_armed"], d["_queued"], d["_next"] = True, None, 0
         for b in self._buckets:
             b.pending = len(b.params)
             b.filled = [False] * len(b.params)
             b.request = b.host = None
 
     def _on_backward_start(self, grad):
-        self._queue_finish()
+        run = current_backward()
+        if run is not None and run.writes_grad:       # autograd.grad() writes no .grad: nothing to reduce
+            self._queue_finish()
 
     def _queue_finish(self):
-        if self._armed and not self._queued:
+        # by identity, not a flag: a backward that raised dropped its callbacks, and the next one
+        # (retain_graph) must queue _finish again
+        run = current_backward()
+        if self._armed and self._queued is not run:
             queue_callback(self._finish)
-            self.__dict__["_queued"] = True
+            self.__dict__["_queued"] = run
 
     def _hook(self, bucket, slot):
         def on_grad_ready(param):
@@ -153,7 +159,7 @@ class DistributedDataParallel(Module):
     def _finish(self):
         """End of backward: complete and start what is left, wait, average, write the .grads back."""
         d = self.__dict__
-        d["_queued"] = False
+        d["_queued"] = None
         if not self._armed:
             return
         d["_armed"] = False
