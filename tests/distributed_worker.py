@@ -334,6 +334,37 @@ def ddp_backward_retried_after_an_exception():
 
 
 @check
+def ddp_broadcasts_buffers_at_every_forward():
+    r = dist.get_rank()
+    ag.manual_seed(0)
+    net = ag.nn.Sequential(ag.nn.Linear(3, 4), ag.nn.BatchNorm1d(4))
+    ddp = ag.nn.parallel.DistributedDataParallel(net)
+    ddp(ag.tensor(rank_values((8, 3), np.float32, r)))          # each rank updates its own statistics
+    mine = net[1].running_mean.numpy().copy()
+    every = MPI.COMM_WORLD.allgather(mine)
+    if np.allclose(every[0], every[-1]):
+        raise AssertionError("the ranks' batches should give different running means")
+    ddp(ag.tensor(rank_values((8, 3), np.float32, r, salt=1)))  # starts from rank 0's statistics
+    seen = MPI.COMM_WORLD.allgather(net[1].num_batches_tracked.item())
+    if seen != [2] * len(seen):
+        raise AssertionError(f"num_batches_tracked per rank: {seen}")
+    ddp_off = ag.nn.parallel.DistributedDataParallel(ag.nn.BatchNorm1d(2), broadcast_buffers=False)
+    ddp_off(ag.tensor(rank_values((4, 2), np.float32, r)))
+    ddp_off(ag.tensor(rank_values((4, 2), np.float32, r)))
+    means = MPI.COMM_WORLD.allgather(ddp_off.module.running_mean.numpy())
+    if np.allclose(means[0], means[-1]):
+        raise AssertionError("broadcast_buffers=False must keep each rank's own statistics")
+    # the second forward started from rank 0's statistics on every rank, then added this rank's batch
+    expect_equal(net[1].running_mean, every[0] * 0.9 + _batch_mean(net, r), "running_mean", np.float32)
+
+
+def _batch_mean(net, r):
+    with ag.no_grad():
+        h = net[0](ag.tensor(rank_values((8, 3), np.float32, r, salt=1))).numpy()
+    return 0.1 * h.mean(axis=0)
+
+
+@check
 def ddp_refuses_different_models():
     r = dist.get_rank()
     model = ag.nn.Linear(3, 4 if r == 0 else 5)

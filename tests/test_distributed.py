@@ -30,6 +30,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or MP
                                 reason='needs mpi4py and mpiexec: pip install "autograd-gpu[distributed]"')
 
 CPU_CHECKS = ["collectives", "mismatches_refused_on_every_rank", "ddp_equals_single_process",
+              "ddp_broadcasts_buffers_at_every_forward",
               "ddp_no_sync_accumulation_equals_single_process", "ddp_first_bucket_reduced_before_backward_ends",
               "ddp_unused_parameters", "ddp_refuses_different_models", "distributed_sampler",
               "ddp_gradient_penalty_with_autograd_grad", "ddp_backward_retried_after_an_exception"]

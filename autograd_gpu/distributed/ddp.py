@@ -47,10 +47,11 @@ class DistributedDataParallel(Module):
 
     With ``find_unused_parameters=True`` parameters that get no gradient in a backward are reduced as
     zeros (their .grad stays None if no rank used them); with False such a parameter is an error,
-    raised after the collectives complete, so no rank is left waiting. ``event_log``: set it to a list
-    to record ("allreduce_start" | "allreduce_end", bucket index) as they happen."""
+    raised after the collectives complete, so no rank is left waiting. ``broadcast_buffers`` (default,
+    as in PyTorch): every forward first takes rank 0's buffers. ``event_log``: set it to a list to
+    record ("allreduce_start" | "allreduce_end", bucket index) as they happen."""
 
-    def __init__(self, module, bucket_cap_mb=25, find_unused_parameters=False):
+    def __init__(self, module, bucket_cap_mb=25, find_unused_parameters=False, broadcast_buffers=True):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected a Module, got {type(module).__name__}")
@@ -60,6 +61,7 @@ class DistributedDataParallel(Module):
         self.module = module
         d = self.__dict__                     # plain attributes, kept out of the Module registries
         d["find_unused_parameters"] = bool(find_unused_parameters)
+        d["broadcast_buffers"] = bool(broadcast_buffers)
         d["event_log"] = None
         d["_group"] = g
         d["_params"] = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
@@ -78,6 +80,9 @@ class DistributedDataParallel(Module):
                 p.register_post_accumulate_grad_hook(self._hook(b, slot))
 
     def forward(self, *args, **kwargs):
+        if self.broadcast_buffers:            # as PyTorch: every forward starts from rank 0's buffers
+            for t in self.module.buffers():   # (BatchNorm's running statistics would drift apart)
+                broadcast(t.detach(), 0)
         out = self.module(*args, **kwargs)
         if is_grad_enabled() and not self._require_sync:
             self.__dict__["_armed"] = False
