@@ -10,6 +10,7 @@ instead of MPI reading mismatched buffers (garbage) or waiting for a message tha
 CPU tensors go to MPI as they are (no copy when contiguous); CUDA tensors go to NCCL under the
 "nccl" backend, and through a host copy to MPI otherwise.
 """
+import functools
 import zlib
 
 from ..tensor import Tensor
@@ -121,7 +122,7 @@ def _agree(g, what, tensors, problem, arg):
     """Raise on every rank if any rank's call is wrong or the calls differ: one Allgather of a digest
     of each call, then, only when they differ, one of the full signatures for the message."""
     sig = None if problem else tuple((t.shape, t.dtype.str, t.device.type) for t in tensors)   # dtype.str: fast
-    if g.mpi.all_equal(_digest((what, sig, arg)), bool(problem)):
+    if g.mpi.all_equal(_digest(what, sig, arg), bool(problem)):
         return
     sig = None if problem else tuple((tuple(t.shape), t.dtype.name, t.device.type) for t in tensors)
     calls = g.mpi.gather_objects((what, sig, arg, problem[1] if problem else None))
@@ -136,10 +137,12 @@ def _agree(g, what, tensors, problem, arg):
                        f"of the same shape, dtype and device type (and the same op/src); got {detail}")
 
 
-def _digest(call):
+@functools.lru_cache(maxsize=1024)
+def _digest(what, sig, arg):
     """A 63-bit digest of a call that is the same in every process (Python's hash() is salted per
-    process, so it cannot be compared across ranks); CRC-32 and Adler-32 of its text, and its length."""
-    r = repr(call).encode()
+    process, so it cannot be compared across ranks); CRC-32 and Adler-32 of its text, and its length.
+    Cached: a training loop repeats the same few calls."""
+    r = repr((what, sig, arg)).encode()
     return (zlib.crc32(r) << 31) ^ zlib.adler32(r) ^ len(r)
 
 
