@@ -27,7 +27,7 @@ import stat
 import zipfile
 
 import numpy as np   # host-only file-format helper: tensors reach it as host NumPy arrays via .numpy()
-from numpy.lib import format as npy_format
+from numpy.lib import format as npy_format   # the .npy header parser (a literal, never code): host-only too
 
 from .tensor import Tensor
 from .device import Device, device as _parse_device

@@ -29,6 +29,18 @@ def _import_cupy():
     return _cupy
 
 
+def nccl_module():
+    """CuPy's NCCL bindings (``cupy.cuda.nccl``), loaded on demand; ImportError/OSError where CuPy or
+    NCCL's library is missing (the distributed package turns that into its install hint)."""
+    cp = _import_cupy()
+    if cp is None:
+        raise ImportError(f"CuPy is not installed ({_import_error})")
+    if _simulated:                       # the stand-in has no NCCL: its namespace says so
+        return cp.cuda.nccl
+    import importlib
+    return importlib.import_module("cupy.cuda.nccl")
+
+
 def use_modules(cupy, cupyx, simulated=False):
     """Run the CUDA backend on these modules (the test suite's CuPy stand-in), or, with None, go back to
     importing the real CuPy on demand. Forgets the backends made so far."""

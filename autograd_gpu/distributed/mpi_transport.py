@@ -30,9 +30,10 @@ class MpiTransport:
                        "float64": MPI.DOUBLE, "complex64": MPI.C_FLOAT_COMPLEX,
                        "complex128": MPI.C_DOUBLE_COMPLEX,
                        "float16": MPI.UINT16_T}    # moved as 16-bit words; reduced through float32 (below)
-        import numpy as np          # host-side: dtype keys, and the digests of call signatures
-        self._types = {np.dtype(k): v for k, v in names.items()}    # keyed by dtype: dtype.name is slow
-        self._mine, self._digests = np.empty(2, dtype=np.int64), np.empty(2 * self.size, dtype=np.int64)
+        from ..backends import dtype, get_backend
+        host = get_backend("cpu").xp                                 # MPI buffers live in host memory
+        self._types = {dtype(k): v for k, v in names.items()}      # keyed by dtype: dtype.name is slow
+        self._mine, self._digests = host.empty(2, dtype="int64"), host.empty(2 * self.size, dtype="int64")
 
     def _spec(self, a):
         t = self._types.get(a.dtype)

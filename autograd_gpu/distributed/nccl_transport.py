@@ -6,6 +6,8 @@ Written against CuPy's documented ``NcclCommunicator`` (allReduce, broadcast, al
 reduceScatter: device pointers, element counts, an NCCL datatype, a stream pointer); not run in CI,
 which has no GPU."""
 
+from ..backends.cupy_backend import nccl_module
+
 _HINT = ('NCCL is not available to CuPy; install its library with pip install nvidia-nccl-cu12 (CUDA 12) '
          'or nvidia-nccl-cu13 (CUDA 13), or use init_process_group("mpi"), which stages CUDA tensors '
          'through host memory')
@@ -14,7 +16,7 @@ _HINT = ('NCCL is not available to CuPy; install its library with pip install nv
 def import_nccl():
     """cupy.cuda.nccl, or a RuntimeError with the install hint."""
     try:
-        from cupy.cuda import nccl
+        nccl = nccl_module()
     except Exception as e:            # ImportError, or the shared library failing to load
         raise RuntimeError(f"init_process_group('nccl'): {_HINT} ({type(e).__name__}: {e})") from None
     if not getattr(nccl, "available", False):
