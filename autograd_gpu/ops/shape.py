@@ -142,7 +142,7 @@ def view(x, *shape):
 class Contiguous(Function):
     @staticmethod
     def forward(ctx, x):
-        return ctx.wrap(ctx.xp.ascontiguousarray(x.data))
+        return ctx.wrap(x.data.copy(order="C"))     # (ascontiguousarray would make a 0-d array 1-d)
 
     @staticmethod
     def backward(ctx, grad):

@@ -147,6 +147,8 @@ SHAPE = [
     OpInfo("reshape", lambda x: x.reshape(4, -1), lambda a: a.reshape(4, -1), (((2, 6),), ((4, 0),))),
     OpInfo("view_tuple", lambda x: x.view((3, 4)), lambda a: a.reshape(3, 4), (((12,),),)),
     OpInfo("flatten", ag.flatten, lambda a: a.reshape(-1), (((2, 3, 4),), ((),))),
+    OpInfo("contiguous_of_transpose", lambda x: x.T.contiguous(), lambda a: a.T.copy(order="C"),
+           (((2, 3),), ((4,),), ((),), ((0, 3),))),
     OpInfo("flatten_mid", lambda x: x.flatten(1, 2), lambda a: a.reshape(2, 12, 5), (((2, 3, 4, 5),),)),
     OpInfo("permute", lambda x: x.permute(2, 0, 1), lambda a: a.transpose(2, 0, 1), (((2, 3, 4),),)),
     OpInfo("transpose", lambda x: x.T, lambda a: a.T, (((2, 3),), ((2, 3, 4),))),
