@@ -66,14 +66,6 @@ def _float_dtype(dt, op):
     return dt
 
 
-def _on(b, fn, *args, **kwargs):
-    """fn(*args) with b's device current, so a factory for "cuda:1" allocates on GPU 1."""
-    if b.context is None:
-        return fn(*args, **kwargs)
-    with b.context():
-        return fn(*args, **kwargs)
-
-
 def _out(arr, dev, requires_grad):
     t = Tensor._make(arr, dev)
     return t.requires_grad_(True) if requires_grad else t
@@ -81,17 +73,17 @@ def _out(arr, dev, requires_grad):
 
 def zeros(*shape, dtype=None, device=None, requires_grad=False):
     shape, dt, dev, b = _setup(shape, dtype, device, "zeros")
-    return _out(_on(b, b.xp.zeros, shape, dtype=dt), dev, requires_grad)
+    return _out(b.call(b.xp.zeros, shape, dtype=dt), dev, requires_grad)
 
 
 def ones(*shape, dtype=None, device=None, requires_grad=False):
     shape, dt, dev, b = _setup(shape, dtype, device, "ones")
-    return _out(_on(b, b.xp.ones, shape, dtype=dt), dev, requires_grad)
+    return _out(b.call(b.xp.ones, shape, dtype=dt), dev, requires_grad)
 
 
 def empty(*shape, dtype=None, device=None, requires_grad=False):
     shape, dt, dev, b = _setup(shape, dtype, device, "empty")
-    return _out(_on(b, b.xp.empty, shape, dtype=dt), dev, requires_grad)
+    return _out(b.call(b.xp.empty, shape, dtype=dt), dev, requires_grad)
 
 
 def full(shape, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -101,7 +93,7 @@ def full(shape, fill_value, *, dtype=None, device=None, requires_grad=False):
     _number_arg(fill_value, "full", "fill_value")
     default = _dt.bool_ if isinstance(fill_value, bool) else _dt.int64 if isinstance(fill_value, int) else None
     shape, dt, dev, b = _setup(tuple(shape), dtype, device, "full", default)
-    return _out(_on(b, b.xp.full, shape, fill_value, dtype=dt), dev, requires_grad)
+    return _out(b.call(b.xp.full, shape, fill_value, dtype=dt), dev, requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
@@ -116,7 +108,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         raise ValueError("arange: step must be non-zero")
     ints = all(isinstance(v, int) for v in (start, end, step))
     _, dt, dev, b = _setup((), dtype, device, "arange", _dt.int64 if ints else None)
-    return _out(_on(b, b.xp.arange, start, end, step, dtype=dt), dev, requires_grad)
+    return _out(b.call(b.xp.arange, start, end, step, dtype=dt), dev, requires_grad)
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
@@ -124,12 +116,12 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
     _, dt, dev, b = _setup((), dtype, device, "linspace")
-    return _out(_on(b, b.xp.linspace, start, end, steps, dtype=dt), dev, requires_grad)
+    return _out(b.call(b.xp.linspace, start, end, steps, dtype=dt), dev, requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     _, dt, dev, b = _setup((n, n if m is None else m), dtype, device, "eye")
-    return _out(_on(b, b.xp.eye, n, m, dtype=dt), dev, requires_grad)
+    return _out(b.call(b.xp.eye, n, m, dtype=dt), dev, requires_grad)
 
 
 def rand(*shape, dtype=None, device=None, requires_grad=False):

@@ -349,10 +349,7 @@ class Tensor:
 
     def _ones_like(self):
         b = self.device.backend
-        if b.context is None:
-            return Tensor._make(b.xp.ones(self.data.shape, dtype=self.data.dtype), self.device)
-        with b.context():                     # allocate on this tensor's GPU
-            return Tensor._make(b.xp.ones(self.data.shape, dtype=self.data.dtype), self.device)
+        return Tensor._make(b.call(b.xp.ones, self.data.shape, dtype=self.data.dtype), self.device)
 
     def __bool__(self):
         if self.data.size != 1:

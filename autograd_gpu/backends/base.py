@@ -21,6 +21,14 @@ class Backend:
     def __repr__(self):
         return f"<{type(self).__name__} {self.device}>"
 
+    def call(self, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)`` with this device current (CuPy allocates on the current GPU), for array
+        work outside Function.apply, which enters the device itself."""
+        if self.context is None:
+            return fn(*args, **kwargs)
+        with self.context():
+            return fn(*args, **kwargs)
+
     # -- reading back: explicit reads, declared implicit syncs ----------------------------------------
     def item(self, a):
         """The one element of ``a`` as a Python number (an explicit read)."""
