@@ -54,10 +54,13 @@ class Backend:
         if not bool(ok):
             raise exc_type(message.replace("{value}", str(None if value is None else value.item())))
 
+    def check_range(self, a, low, high, exc_type, message):
+        """``exc_type(message)`` unless every entry of the integer array ``a`` is in [low, high); "{value}"
+        in the message becomes the offending entry (see assert_all for when it is raised)."""
+        if a.size:
+            lo, hi = a.min(), a.max()
+            self.assert_all((lo >= low) & (hi < high), exc_type, message, self.xp.where(lo < low, lo, hi))
+
     def check_indices(self, idx, n, what):
         """IndexError when an integer index array has an entry outside [-n, n)."""
-        if idx.size:
-            lo, hi = idx.min(), idx.max()
-            self.assert_all((lo >= -n) & (hi < n), IndexError,
-                            f"{what}: index {{value}} is out of bounds for a dimension of size {n}",
-                            self.xp.where(lo < -n, lo, hi))
+        self.check_range(idx, -n, n, IndexError, f"{what}: index {{value}} is out of bounds for a dimension of size {n}")

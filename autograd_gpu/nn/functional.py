@@ -507,10 +507,7 @@ def _index_tensor(indices, like, op, name="indices"):
 def _check_range(backend, a, n, op, what="index", extra="", exc=IndexError):
     """``exc`` unless every entry of integer array ``a`` is in [0, n): at once on the CPU, at the next
     synchronization on a GPU (a device-side check: no host sync in the op)."""
-    if a.size:
-        lo, hi = a.min(), a.max()
-        backend.assert_all((lo >= 0) & (hi < n), exc, f"{op}: {what} {{value}} is out of range [0, {n}){extra}",
-                           backend.xp.where(lo < 0, lo, hi))
+    backend.check_range(a, 0, n, exc, f"{op}: {what} {{value}} is out of range [0, {n}){extra}")
 
 
 class Embedding(Function):
