@@ -341,8 +341,10 @@ def _add_leaf(leaf, t, g, add=_add_grads):
 
 
 def _call_backward(node, grads):
-    if node._n_out > 1 and any(g is None for g in grads):
-        # several outputs, some unused: backward sees zeros for those, as in PyTorch
+    if node._n_out > 1 and any(g is None for g in grads) and getattr(node, "materialize_grads", True):
+        # several outputs, some unused: backward sees zeros for those, as in PyTorch; a Function whose
+        # formula differs for an unused output (eigh, svd: eigenvalues alone stay finite at repeated
+        # ones) sets materialize_grads = False and sees None, as with PyTorch's set_materialize_grads
         xp = node.xp
         grads = [g if g is not None else node.wrap(xp.zeros(*meta))
                  for g, meta in zip(grads, node._out_meta)]
