@@ -8,6 +8,7 @@ the target column, no one-hot), ``BinaryCrossEntropy`` (log clamped at -100, fin
 backward is written with Tensor ops or further Functions, so gradients of gradients work.
 """
 import builtins
+import math
 import warnings
 
 from ..autograd.function import Function
@@ -20,6 +21,7 @@ from ..ops.elementwise import (Mul, Softplus, mul, where, clamp, log, exp, rsqrt
                                greater, equal, relu as _relu, leaky_relu as _leaky_relu, elu as _elu, gelu as _gelu,
                                silu as _silu, sigmoid as _sigmoid, tanh as _tanh, softplus as _softplus)
 from ..ops.reduction import Sum
+from ..ops.shape import broadcast_shapes, broadcast_to, sum_to as _sum_to
 from ..ops.linalg import MatMul, matmul
 from ..ops.indexing import ScatterAddInto, IndexAddInto
 from ..amp import cast_low, cast_float32
@@ -28,7 +30,7 @@ __all__ = ["linear", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d
            "adaptive_avg_pool2d", "batch_norm", "layer_norm", "dropout", "embedding", "softmax", "log_softmax",
            "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "one_hot", "relu", "leaky_relu", "elu", "gelu", "silu",
-           "sigmoid", "tanh", "softplus"]
+           "sigmoid", "tanh", "softplus", "scaled_dot_product_attention"]
 
 
 # --------------------------------------------------------------------------- argument helpers
@@ -683,6 +685,142 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     x, d, scalar = _softmax_dim(input, dim, dtype, "log_softmax")
     y = LogSoftmax.apply(x, d)
     return y.reshape(()) if scalar else y
+
+
+# --------------------------------------------------------------------------- attention
+def _softmax_rows(xp, s):
+    """softmax over the last dim of the float array s, in place; a row whose scores are all -inf (every
+    key masked out) gives zeros, as PyTorch's scaled_dot_product_attention, not nan."""
+    m = s.max(axis=-1, keepdims=True)
+    xp.maximum(m, xp.finfo(s.dtype).min, out=m)    # an all -inf row shifts by a finite number: exp gives 0
+    s -= m
+    xp.exp(s, out=s)
+    d = s.sum(axis=-1, keepdims=True)
+    xp.maximum(d, 1.0, out=d)     # a live row sums to >= 1 after the max shift; a dead row to 0 -> stays 0
+    s /= d
+    return s
+
+
+class ScaledDotProductAttention(Function):
+    # fused softmax(q k^T * scale + mask) [* dropout] @ v: two matmuls and a few in-place passes over the
+    # (L, S) scores instead of six recorded ops; the probabilities are saved, so backward is two matmuls
+    # per input and dS = P * (dP - sum(dP * P)). ``keep`` is the dropout mask already scaled by 1/(1-p).
+    @staticmethod
+    def forward(ctx, q, k, v, mask, scale, keep):
+        xp, backend = ctx.xp, ctx.device._backend or ctx.device.backend
+        s = backend.matmul(q.data, xp.swapaxes(k.data, -1, -2))
+        s *= scale
+        if mask is not None:
+            s += mask.data
+        p = _softmax_rows(xp, s)
+        ctx.scale, ctx.keep, ctx.p = scale, keep, p
+        ctx.save_for_backward(q, k, v, mask)
+        return ctx.wrap(backend.matmul(p if keep is None else p * keep, v.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, mask = ctx.saved_tensors
+        need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
+        if state.enabled:   # create_graph: the probabilities again as recorded ops, so they differentiate too
+            s = matmul(q, k.swapaxes(-1, -2)) * ctx.scale
+            p = Softmax.apply(s if mask is None else s + mask, s.ndim - 1)
+        else:
+            p = ctx.wrap(ctx.p)
+        keep = None if ctx.keep is None else ctx.wrap(ctx.keep)
+        gv = None
+        if need_v:
+            gv = _sum_to(matmul((p if keep is None else p * keep).swapaxes(-1, -2), grad), v.shape)
+        if not (need_q or need_k or need_mask):
+            return None, None, gv, None, None, None
+        dp = matmul(grad, v.swapaxes(-1, -2))
+        if keep is not None:
+            dp = dp * keep
+        ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+        gmask = _sum_to(ds, mask.shape) if need_mask else None
+        ds = ds * ctx.scale
+        gq = _sum_to(matmul(ds, k), q.shape) if need_q else None
+        gk = _sum_to(matmul(ds.swapaxes(-1, -2), q), k.shape) if need_k else None
+        return gq, gk, gv, gmask, None, None
+
+
+def _attn_mask(mask, q, op):
+    """attn_mask as an additive float mask of q's dtype: bool True = takes part (0), False = -inf."""
+    m = as_tensor(mask, op, like=q)
+    if m.dtype.kind == "b":
+        xp = m.device.backend.xp
+        return Tensor._make(m.device.backend.call(lambda: xp.where(m.data, 0.0, -math.inf).astype(q.dtype)), m.device)
+    if m.dtype.kind != "f":
+        raise TypeError(f"{op}: expected attn_mask to be bool or floating point, got dtype {m.dtype}")
+    return m if m.dtype == q.dtype else m.to(dtype=q.dtype)
+
+
+def _causal_mask(q, L, S):
+    """The additive mask of is_causal: query i sees keys 0..i (top-left aligned, as PyTorch)."""
+    backend = q.device.backend
+    xp = backend.xp
+    return Tensor._make(backend.call(lambda: xp.triu(xp.full((L, S), -math.inf, dtype=q.dtype), 1)), q.device)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(query @ key^T * scale + mask) @ value for query (..., L, E), key (..., S, E), value
+    (..., S, Ev) -> (..., L, Ev); batch dims broadcast. attn_mask: bool (True = takes part) or float
+    (added to the scores), broadcastable to (..., L, S); is_causal masks keys after the query's position;
+    dropout_p > 0 drops attention weights; scale defaults to 1/sqrt(E). With enable_gqa, key and value
+    may have fewer heads (dim -3) than query, each shared by a group of query heads."""
+    op = "scaled_dot_product_attention"
+    q = _float_tensor(query, op, "query")
+    k = _float_tensor(key, op, "key", like=q)
+    v = _float_tensor(value, op, "value", like=q)
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ValueError(f"{op}: expected query, key and value of at least 2 dims (..., L, E), got shapes "
+                         f"{q.shape}, {k.shape}, {v.shape}")
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"{op}: expected query (..., L, E), key (..., S, E) and value (..., S, Ev), got shapes "
+                         f"{q.shape}, {k.shape}, {v.shape}")
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"{op}: expected dropout_p in [0, 1], got {dropout_p!r}")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError(f"{op}: explicit attn_mask should not be set when is_causal=True")
+    q, k, v = cast_low(q, k, v)
+    if not (q.dtype == k.dtype == v.dtype):
+        q, k, v = _same_dtype(op, q, k, v)
+    if enable_gqa:
+        q, k, v, heads = _gqa_split(q, k, v, op)
+    L, S = q.shape[-2], k.shape[-2]
+    mask = _causal_mask(q, L, S) if is_causal else None if attn_mask is None else _attn_mask(attn_mask, q, op)
+    batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], op=op)
+    if mask is not None:
+        try:
+            full = broadcast_shapes(mask.shape, batch + (L, S), op=op)
+        except ValueError:
+            full = None
+        if full is None or full[-2:] != (L, S):
+            raise ValueError(f"{op}: expected attn_mask broadcastable to {batch + (L, S)}, got shape {mask.shape}")
+        qk = broadcast_shapes(q.shape[:-2], k.shape[:-2], op=op)
+        if broadcast_shapes(mask.shape[:-2], qk, op=op) != qk:   # the scores take the mask's batch dims
+            batch = full[:-2]
+            q = broadcast_to(q, batch + q.shape[-2:])
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+    keep = None
+    if dropout_p > 0:
+        backend = q.device.backend
+        keep = backend.call(lambda: (backend.rand(batch + (L, S), q.dtype) >= dropout_p).astype(q.dtype)
+                            * (1.0 / (1.0 - dropout_p)) if dropout_p < 1 else backend.xp.zeros(batch + (L, S), q.dtype))
+    out = ScaledDotProductAttention.apply(q, k, v, mask, float(scale), keep)
+    return out if not enable_gqa else out.reshape(out.shape[:-4] + (heads,) + out.shape[-2:])
+
+
+def _gqa_split(q, k, v, op):
+    """Grouped-query attention: q (..., Hq, L, E) as (..., Hkv, Hq/Hkv, L, E) and k, v as (..., Hkv, 1, S, *),
+    so broadcasting shares each key/value head with its group of query heads."""
+    if q.ndim < 3 or k.ndim < 3 or v.ndim < 3 or k.shape[-3] != v.shape[-3] or q.shape[-3] % k.shape[-3]:
+        raise ValueError(f"{op}: enable_gqa expects query (..., Hq, L, E), key and value (..., Hkv, S, *) with Hq "
+                         f"divisible by Hkv, got shapes {q.shape}, {k.shape}, {v.shape}")
+    hq, hkv = q.shape[-3], k.shape[-3]
+    q = q.reshape(q.shape[:-3] + (hkv, hq // hkv) + q.shape[-2:])
+    return q, k.unsqueeze(-3), v.unsqueeze(-3), hq
 
 
 # --------------------------------------------------------------------------- classification losses

@@ -8,9 +8,13 @@ from .activation import (ReLU, LeakyReLU, GELU, SiLU, Tanh, Sigmoid, ELU, Softpl
                          Dropout)
 from .loss import MSELoss, L1Loss, CrossEntropyLoss, NLLLoss, BCELoss, BCEWithLogitsLoss
 from .attention import MultiheadAttention
+from .rnn import RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell
+from .transformer import (TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer,
+                          TransformerDecoder, Transformer)
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "Linear", "Identity", "Flatten", "Embedding", "Conv1d", "Conv2d",
            "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "BatchNorm1d", "BatchNorm2d",
            "LayerNorm", "ReLU", "LeakyReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "ELU", "Softplus", "Softmax",
            "LogSoftmax", "Dropout", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
-           "MultiheadAttention"]
+           "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+           "TransformerDecoder", "Transformer", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]

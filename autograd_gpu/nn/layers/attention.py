@@ -101,17 +101,17 @@ class MultiheadAttention(Module):
         n, tgt, src, h, hd = query.shape[0], query.shape[1], key.shape[1], self.num_heads, self.head_dim
         q, k, v = self._project(query, key, value)
         q = q.reshape(n, tgt, h, hd).permute(0, 2, 1, 3)                 # (N, H, L, hd)
-        k = k.reshape(n, src, h, hd).permute(0, 2, 3, 1)                 # (N, H, hd, S)
+        k = k.reshape(n, src, h, hd).permute(0, 2, 1, 3)                 # (N, H, S, hd)
         v = v.reshape(n, src, h, hd).permute(0, 2, 1, 3)                 # (N, H, S, hd)
-        scores = matmul(q * (1.0 / math.sqrt(hd)), k)                    # (N, H, L, S)
-        mask = self._mask(attn_mask, key_padding_mask, is_causal, n, tgt, src, scores.dtype, query.device)
-        if mask is not None:
-            scores = scores + mask
-        weights = F.softmax(scores, -1)
-        if self.training and self.dropout > 0:
-            weights = F.dropout(weights, self.dropout, True)
-        out = matmul(weights, v).permute(0, 2, 1, 3).reshape(n, tgt, self.embed_dim)
-        out = self.out_proj(out)
+        mask = self._mask(attn_mask, key_padding_mask, is_causal, n, tgt, src, q.dtype, query.device)
+        p = self.dropout if self.training else 0.0
+        if need_weights:      # the weights are wanted: the composed chain keeps them (as PyTorch does)
+            scores = matmul(q * (1.0 / math.sqrt(hd)), k.swapaxes(-1, -2))     # (N, H, L, S)
+            weights = F.softmax(scores if mask is None else scores + mask, -1)
+            out = matmul(F.dropout(weights, p, True) if p > 0 else weights, v)
+        else:                 # one fused attention node
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        out = self.out_proj(out.permute(0, 2, 1, 3).reshape(n, tgt, self.embed_dim))
         if not batched:
             out = out.squeeze(0)
         elif not self.batch_first:
