@@ -130,6 +130,14 @@ def mismatches_refused_on_every_rank():
     # different collectives on the same tensor: refused, not a hang
     refused(lambda: dist.all_reduce(ag.zeros(2)) if r else dist.broadcast(ag.zeros(2)), RuntimeError,
             ["all_reduce", "broadcast"])
+    # calls each rank has seen succeed before (all_reduce's fast path) still disagree when they differ,
+    # and so does a call seen before on one rank against a first-seen call on another
+    dist.all_reduce(ag.zeros(3))
+    dist.all_reduce(ag.zeros(4))
+    refused(lambda: dist.all_reduce(ag.zeros(3 + r)), RuntimeError, ["all_reduce", "(3,)", "(4,)"])
+    refused(lambda: dist.all_reduce(ag.zeros(3 if r else 7)), RuntimeError, ["(3,)", "(7,)"])
+    refused(lambda: dist.all_reduce(ag.zeros(3), "sum" if r else "bogus"), (RuntimeError, ValueError),
+            ["rank 0" if r else "bogus"])
     # the group still works afterwards
     t = ag.ones(2)
     dist.all_reduce(t)

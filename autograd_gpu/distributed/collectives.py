@@ -34,8 +34,12 @@ _OPS = (ReduceOp.SUM, ReduceOp.AVG, ReduceOp.MAX, ReduceOp.MIN)
 def all_reduce(tensor, op=ReduceOp.SUM):
     """Replace ``tensor`` on every rank by the reduction (``op``) of all ranks' tensors."""
     g = group()
-    problem = _tensor_problem(tensor, "tensor") or _op_problem(op, tensor)
-    _agree(g, "all_reduce", [tensor], problem, op)
+    digest = _known_good(tensor, op)
+    if digest is None:
+        _agree(g, "all_reduce", [tensor], _tensor_problem(tensor, "tensor") or _op_problem(op, tensor), op)
+        _remember_good(tensor, op)
+    elif not g.mpi.all_equal(digest, False):      # one exchange on every path, so the ranks stay in step
+        _disagree(g, "all_reduce", [tensor], None, op)
     transport, flat, own = _wire(g, tensor)
     transport.allreduce(flat, _base_op(op))
     _average(flat, op, g.size)
@@ -85,6 +89,29 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM):
 
 
 # -- argument checks, agreed on by every rank ---------------------------------------------------------
+# all_reduce is the collective a training loop calls over and over with the same few signatures; a call
+# whose arguments were found valid (and agreed on) before costs one dict lookup here instead of the checks,
+# and still one digest exchange with the other ranks (they may have moved on to another call).
+_GOOD = {}
+
+
+def _known_good(t, op):
+    """The digest of an all_reduce call validated before, else None."""
+    try:
+        return _GOOD.get((t.shape, t.dtype, t.device.type, op)) if isinstance(t, Tensor) else None
+    except TypeError:                     # an unhashable op: the checks will say what is wrong with it
+        return None
+
+
+def _remember_good(t, op):
+    if len(_GOOD) < 1024:
+        _GOOD[(t.shape, t.dtype, t.device.type, op)] = _digest("all_reduce", _sig([t]), op)
+
+
+def _sig(tensors):
+    return tuple((t.shape, t.dtype.str, t.device.type) for t in tensors)     # dtype.str: fast
+
+
 def _tensor_problem(t, name):
     if not isinstance(t, Tensor):
         return (TypeError, f"{name} must be a Tensor, got {type(t).__name__}")
@@ -121,9 +148,12 @@ def _describe(t):
 def _agree(g, what, tensors, problem, arg):
     """Raise on every rank if any rank's call is wrong or the calls differ: one Allgather of a digest
     of each call, then, only when they differ, one of the full signatures for the message."""
-    sig = None if problem else tuple((t.shape, t.dtype.str, t.device.type) for t in tensors)   # dtype.str: fast
-    if g.mpi.all_equal(_digest(what, sig, arg), bool(problem)):
-        return
+    if not g.mpi.all_equal(_digest(what, None if problem else _sig(tensors), arg), bool(problem)):
+        _disagree(g, what, tensors, problem, arg)
+
+
+def _disagree(g, what, tensors, problem, arg):
+    """The digests differed: exchange the full signatures and raise, on every rank, what is wrong."""
     sig = None if problem else tuple((tuple(t.shape), t.dtype.name, t.device.type) for t in tensors)
     calls = g.mpi.gather_objects((what, sig, arg, problem[1] if problem else None))
     if problem:
