@@ -134,6 +134,15 @@ def take_along_axis(self, indices, axis):
     return _ix.take_along_axis(self, indices, axis)
 
 
-for _f in (reshape, view, contiguous, permute, transpose, expand, repeat, view_as, expand_as, where, masked_fill, matmul,
+def is_complex(self):
+    return self.data.dtype.kind == "c"
+
+
+# complex parts: .real and .imag are properties (as in PyTorch), conj/angle/sgn methods
+Tensor.real = property(_e.real, doc="The real part (the tensor itself when it is real).")
+Tensor.imag = property(_e.imag, doc="The imaginary part (complex tensors only).")
+Tensor.conj, Tensor.angle, Tensor.sgn = _e.conj, _e.angle, _e.sgn
+
+for _f in (is_complex, reshape, view, contiguous, permute, transpose, expand, repeat, view_as, expand_as, where, masked_fill, matmul,
            dot, outer, gather, index_select, scatter_add, take_along_axis):
     setattr(Tensor, _f.__name__, _f)

@@ -1,8 +1,8 @@
 """Dtype aliases (the NumPy dtype objects), the default float dtype, and how Python scalars promote."""
 from .backends import dtype as _dtype, host_asarray, result_type  # noqa: F401  (used as dtypes.*)
 
-__all__ = ["float16", "float32", "float64", "int32", "int64", "bool_", "uint8", "int8", "int16",
-           "set_default_dtype", "get_default_dtype"]
+__all__ = ["float16", "float32", "float64", "complex64", "complex128", "int32", "int64", "bool_", "uint8",
+           "int8", "int16", "set_default_dtype", "get_default_dtype"]
 
 float16 = _dtype("float16")
 float32 = _dtype("float32")
@@ -13,6 +13,8 @@ int32 = _dtype("int32")
 int64 = _dtype("int64")
 uint8 = _dtype("uint8")
 bool_ = _dtype("bool")
+complex64 = _dtype("complex64")
+complex128 = _dtype("complex128")
 
 _default_float = [float32]
 
@@ -33,6 +35,27 @@ def is_floating(d):
     return d.kind == "f"
 
 
+def get_default_complex_dtype():
+    """The complex dtype that Python complex numbers become: complex128 when the default float dtype
+    is float64, else complex64 (PyTorch's rule)."""
+    return complex128 if _default_float[0] == float64 else complex64
+
+
+def complex_dtype(d):
+    """The complex dtype of a real dtype's precision (float64 -> complex128, float32/float16 and
+    integers -> complex64 or the default); complex dtypes are returned as they are."""
+    if d.kind == "c":
+        return d
+    if d.kind == "f":
+        return complex128 if d == float64 else complex64
+    return get_default_complex_dtype()
+
+
+def real_dtype(d):
+    """The real dtype of a complex dtype's precision (complex64 -> float32); others unchanged."""
+    return (float64 if d == complex128 else float32) if d.kind == "c" else d
+
+
 def scalar_result_dtype(dtype, value, op):
     """The dtype of ``tensor <op> value`` for a Python scalar ``value``, following NumPy 2's rule that
     Python scalars are weak (a float32 tensor stays float32), and PyTorch's that a Python float with an
@@ -44,4 +67,6 @@ def scalar_result_dtype(dtype, value, op):
         return int64 if kind == "b" else dtype
     if isinstance(value, float):
         return dtype if kind in "fc" else _default_float[0]
+    if isinstance(value, complex):          # weak too: float32 tensor * 1j is complex64, as in NumPy 2
+        return complex_dtype(dtype) if kind in "fc" else get_default_complex_dtype()
     raise TypeError(f"{op}: expected a Tensor or a Python number, got {type(value).__name__}")

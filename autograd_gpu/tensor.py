@@ -450,8 +450,9 @@ def _to_array(data, dtype, device, copy, default_float):
         if host.dtype.kind not in "biufc":
             raise TypeError(f"tensor: expected numbers, nested lists of numbers or arrays, got {type(data).__name__} "
                             f"(as an array of dtype {host.dtype})")
-        if dtype is None and host.dtype.kind == "f" and default_float and python_data:
-            dtype = _dtypes.get_default_dtype()
+        if dtype is None and host.dtype.kind in "fc" and default_float and python_data:
+            # Python floats take the default float dtype, Python complex numbers its complex twin
+            dtype = _dtypes.get_default_dtype() if host.dtype.kind == "f" else _dtypes.get_default_complex_dtype()
         return backend.asarray(host, dtype=dtype), dev
     if arr.dtype.kind not in "biufc":
         raise TypeError(f"tensor: expected numbers, got {type(arr).__name__} of dtype {arr.dtype}")
@@ -471,7 +472,7 @@ def _is_python_data(data):
     np.asarray; torch.tensor([np.float64(1.0)]) is float64 too)."""
     if isinstance(data, (list, tuple)):
         return not any(hasattr(x, "dtype") for x in _flat(data))
-    return isinstance(data, (float, int, bool)) and not hasattr(data, "dtype")
+    return isinstance(data, (float, int, bool, complex)) and not hasattr(data, "dtype")
 
 
 def _flat(x):

@@ -5,15 +5,17 @@ Binary wrappers keep the Functions simple: when the graph is recorded, an operan
 gradient is broadcast (``broadcast_to``, whose backward is ``sum_to``) and cast to the result dtype
 explicitly, so every backward here returns gradients already shaped like its inputs.
 """
+import cmath
 import math
 
 from ..autograd.function import Function
 from ..autograd.grad_mode import state
 from ..tensor import Tensor
-from ..dtypes import scalar_result_dtype, result_type, get_default_dtype
+from ..dtypes import scalar_result_dtype, result_type, get_default_dtype, complex_dtype
 from .shape import broadcast_shapes, broadcast_to, sum_to
 from ._util import as_tensor
 
+_pycomplex = complex        # the builtin: this module defines complex(real, imag)
 _SQRT_2 = math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _2_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -24,12 +26,12 @@ def _number(v):
     """A Python scalar for v (Python numbers, NumPy scalars and 0-d host arrays), else None. NumPy
     scalars become Python numbers so that they promote weakly (np.float64(2) * float32 stays float32)."""
     c = v.__class__
-    if c is float or c is int or c is bool:
+    if c is float or c is int or c is bool or c is _pycomplex:
         return v
     if getattr(v, "ndim", None) == 0 and type(v).__module__ == "numpy":
         return v.item()
-    if isinstance(v, (int, float)):         # other subclasses of int and float
-        return float(v) if isinstance(v, float) else int(v)
+    if isinstance(v, (int, float, _pycomplex)):     # other subclasses of int, float and complex
+        return float(v) if isinstance(v, float) else _pycomplex(v) if isinstance(v, _pycomplex) else int(v)
     return None
 
 
@@ -174,6 +176,8 @@ class Mul(Function):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         # Mul.apply directly: the operands were aligned in forward, so the wrapper has nothing to do
+        if a.data.dtype.kind == "c" or b.data.dtype.kind == "c":    # d(ab)/da = b: grad * conj(b)
+            a, b = _cj(a), _cj(b)
         return (Mul.apply(grad, b) if need_a else None), (Mul.apply(grad, a) if need_b else None)
 
 
@@ -188,7 +192,8 @@ class MulScalar(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return MulScalar.apply(grad, ctx.c), None
+        c = ctx.c
+        return MulScalar.apply(grad, c.conjugate() if c.__class__ is _pycomplex else c), None
 
 
 class Div(Function):
@@ -202,6 +207,8 @@ class Div(Function):
     def backward(ctx, grad):
         b, y = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
+        if b.data.dtype.kind == "c":
+            b, y = Conj.apply(b), (_cj(y) if y is not None else None)
         return (grad / b if need_a else None), (-grad * y / b if need_b else None)
 
 
@@ -216,7 +223,8 @@ class DivScalar(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad / ctx.c, None
+        c = ctx.c
+        return grad / (c.conjugate() if c.__class__ is _pycomplex else c), None
 
 
 class RDivScalar(Function):
@@ -231,7 +239,7 @@ class RDivScalar(Function):
     @staticmethod
     def backward(ctx, grad):
         x, y = ctx.saved_tensors
-        return -grad * y / x, None
+        return -grad * conj(y / x), None
 
 
 class Pow(Function):
@@ -246,9 +254,9 @@ class Pow(Function):
         a, b, y = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         # at b == 0 the derivative in a is 0 (a ** (b - 1) would give 0 * inf = nan at a == 0)
-        ga = where(b == 0, 0.0, grad * b * a ** (b - 1.0)) if need_a else None
+        ga = where(b == 0, 0.0, grad * conj(b * a ** (b - 1.0))) if need_a else None
         # 0 ** b has derivative 0 in b for b > 0 (log(0) would give 0 * -inf = nan)
-        gb = where(a == 0, 0.0, grad * y * log(where(a == 0, 1.0, a))) if need_b else None
+        gb = where(a == 0, 0.0, grad * conj(y * log(where(a == 0, 1.0, a)))) if need_b else None
         return ga, gb
 
 
@@ -268,6 +276,9 @@ class PowScalar(Function):
         c = ctx.c
         if c == 0:
             return grad * 0.0, None
+        if x.data.dtype.kind == "c":                 # grad * conj(d(x ** c)/dx)
+            x = Conj.apply(x)
+            c = c.conjugate()
         if c == 2:                                   # the common square: 2 * x * grad, no x ** 1 copy
             return MulScalar.apply(Mul.apply(grad, x), 2.0), None
         return (grad * c if c == 1 else grad * (x ** (c - 1) * c)), None
@@ -281,13 +292,14 @@ class RPowScalar(Function):
     def forward(ctx, x, c):
         y = ctx.wrap(c ** x.data)
         ctx.save_for_backward(y)
-        ctx.log_c = math.log(c) if c > 0 else math.nan
+        # conj(log c), for grad * conj(y * log c)
+        ctx.log_c = cmath.log(c).conjugate() if c.__class__ is _pycomplex else math.log(c) if c > 0 else math.nan
         return y
 
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
-        return grad * y * ctx.log_c, None
+        return grad * conj(y) * ctx.log_c, None
 
 
 class Maximum(Function):
@@ -323,6 +335,16 @@ def _minmax_grads(ctx, grad, wins):
     return ga, gb
 
 
+def _ordered_fn(fn, op):
+    """fn(a, b) for two Tensors, refusing complex ones (max and min need an order)."""
+    def g(a, b):
+        for v in (a, b):
+            if v.data.dtype.kind == "c":
+                _no_complex(v, op)
+        return fn(a, b)
+    return g
+
+
 def _sub_scalar(t, c):
     return AddScalar.apply(t, -c)
 
@@ -338,9 +360,9 @@ sub = _binary("sub", Sub.apply, _sub_scalar, RSubScalar.apply, "a - b with broad
 mul = _binary("mul", Mul.apply, MulScalar.apply, MulScalar.apply, "a * b with broadcasting; either may be a Python number.")
 _div = _binary("div", Div.apply, DivScalar.apply, RDivScalar.apply, "")
 pow = _binary("pow", Pow.apply, PowScalar.apply, RPowScalar.apply, "a ** b; either may be a Python number.")
-maximum = _binary("maximum", Maximum.apply, lambda t, c: Maximum.apply(*_as_pair("")(t, c)),
+maximum = _binary("maximum", _ordered_fn(Maximum.apply, "maximum"), lambda t, c: Maximum.apply(*_as_pair("")(t, c)),
                   _swapped(Maximum.apply), "Elementwise max; at ties each operand gets half the gradient.")
-minimum = _binary("minimum", Minimum.apply, lambda t, c: Minimum.apply(*_as_pair("")(t, c)),
+minimum = _binary("minimum", _ordered_fn(Minimum.apply, "minimum"), lambda t, c: Minimum.apply(*_as_pair("")(t, c)),
                   _swapped(Minimum.apply), "Elementwise min; at ties each operand gets half the gradient.")
 
 
@@ -406,20 +428,28 @@ def not_equal(a, b):
     return _constant("not_equal", a, b, "ne")
 
 
+def _ordered(name, a, b, op):
+    """A comparison that needs an order: complex operands are a TypeError, as in PyTorch."""
+    for v in (a, b):
+        if isinstance(v, Tensor) and v.data.dtype.kind == "c":
+            _no_complex(v, op)
+    return _constant(name, a, b, op)
+
+
 def less(a, b):
-    return _constant("less", a, b, "lt")
+    return _ordered("less", a, b, "lt")
 
 
 def less_equal(a, b):
-    return _constant("less_equal", a, b, "le")
+    return _ordered("less_equal", a, b, "le")
 
 
 def greater(a, b):
-    return _constant("greater", a, b, "gt")
+    return _ordered("greater", a, b, "gt")
 
 
 def greater_equal(a, b):
-    return _constant("greater_equal", a, b, "ge")
+    return _ordered("greater_equal", a, b, "ge")
 
 
 eq, ne, lt, le, gt, ge = equal, not_equal, less, less_equal, greater, greater_equal
@@ -427,12 +457,12 @@ eq, ne, lt, le, gt, ge = equal, not_equal, less, less_equal, greater, greater_eq
 
 def floor_divide(a, b):
     """a // b, rounded toward minus infinity; a constant to the graph."""
-    return _constant("floor_divide", a, b, "floor_divide")
+    return _ordered("floor_divide", a, b, "floor_divide")
 
 
 def remainder(a, b):
     """a % b with the sign of b (Python's and NumPy's convention); a constant to the graph."""
-    return _constant("remainder", a, b, "remainder")
+    return _ordered("remainder", a, b, "remainder")
 
 
 def logical_and(a, b):
@@ -468,6 +498,8 @@ def bitwise_xor(a, b):
 
 def _unary_constant(name, x, op):
     x = as_tensor(x, op)
+    if x.data.dtype.kind == "c" and name in ("sign", "floor", "ceil", "round"):
+        _no_complex(x, op)
     return Tensor._make(getattr(x.device.backend.xp, name)(x.data), x.device)
 
 
@@ -531,6 +563,8 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
+        if x.data.dtype.kind == "c":                 # d|z| is z / |z| (PyTorch's sgn; 0 at z == 0)
+            return grad * sgn(x)
         return grad * sign(x)
 
 
@@ -544,7 +578,7 @@ class Exp(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
-        return Mul.apply(grad, y)    # same shape and dtype: no wrapper needed
+        return Mul.apply(grad, _cj(y))    # same shape and dtype: no wrapper needed
 
 
 class Expm1(Function):
@@ -557,7 +591,7 @@ class Expm1(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
-        return grad * (y + 1.0)
+        return grad * _cj(y + 1.0)
 
 
 class Log(Function):
@@ -569,7 +603,7 @@ class Log(Function):
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
-        return Div.apply(grad, x)
+        return Div.apply(grad, _cj(x))
 
 
 class Log1p(Function):
@@ -581,7 +615,7 @@ class Log1p(Function):
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
-        return grad / (x + 1.0)
+        return grad / _cj(x + 1.0)
 
 
 class Sqrt(Function):
@@ -594,7 +628,7 @@ class Sqrt(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
-        return grad / (y * 2.0)
+        return grad / _cj(y * 2.0)
 
 
 class Rsqrt(Function):
@@ -607,7 +641,7 @@ class Rsqrt(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
-        return grad * (y * y * y) * -0.5
+        return grad * _cj(y * y * y) * -0.5
 
 
 class Square(Function):
@@ -619,7 +653,7 @@ class Square(Function):
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
-        return grad * (x * 2.0)
+        return grad * _cj(x * 2.0)
 
 
 class Sin(Function):
@@ -631,7 +665,7 @@ class Sin(Function):
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
-        return Mul.apply(grad, Cos.apply(x))
+        return Mul.apply(grad, _cj(Cos.apply(x)))
 
 
 class Cos(Function):
@@ -643,7 +677,7 @@ class Cos(Function):
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
-        return Mul.apply(grad, Neg.apply(Sin.apply(x)))
+        return Mul.apply(grad, _cj(Neg.apply(Sin.apply(x))))
 
 
 class Tan(Function):
@@ -656,7 +690,7 @@ class Tan(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
-        return grad * (y * y + 1.0)
+        return grad * _cj(y * y + 1.0)
 
 
 class Tanh(Function):
@@ -669,6 +703,8 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
+        if y.data.dtype.kind == "c":                 # composed: TanhBackward's own backward is for real y
+            return grad * conj(1.0 - y * y)
         return TanhBackward.apply(grad, y)
 
 
@@ -709,6 +745,8 @@ class Sigmoid(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
+        if y.data.dtype.kind == "c":                 # composed, as Tanh's
+            return grad * conj(y * (1.0 - y))
         return SigmoidBackward.apply(grad, y)
 
 
@@ -811,13 +849,20 @@ class Softplus(Function):
         return grad * sigmoid(x)
 
 
-def _unary(cls, op):
+def _unary(cls, op, real_only=False):
     def f(x):
         if not isinstance(x, Tensor):
             x = as_tensor(x, op)
         return cls.apply(x)
-    f.__name__ = op
-    return f
+
+    def g(x):
+        if not isinstance(x, Tensor):
+            x = as_tensor(x, op)
+        if x.data.dtype.kind == "c":
+            _no_complex(x, op)
+        return cls.apply(x)
+    g.__name__ = f.__name__ = op
+    return g if real_only else f
 
 
 neg = _unary(Neg, "neg")
@@ -834,8 +879,8 @@ cos = _unary(Cos, "cos")
 tan = _unary(Tan, "tan")
 tanh = _unary(Tanh, "tanh")
 sigmoid = _unary(Sigmoid, "sigmoid")
-relu = _unary(Relu, "relu")
-erf = _unary(Erf, "erf")
+relu = _unary(Relu, "relu", real_only=True)
+erf = _unary(Erf, "erf", real_only=True)
 for _f, _doc in [(neg, "-x"), (abs, "|x|; the gradient at 0 is 0"), (exp, "e ** x"), (expm1, "e ** x - 1, exact near 0"),
                  (log, "Natural logarithm"), (log1p, "log(1 + x), exact near 0"), (sqrt, "Square root"),
                  (rsqrt, "1 / sqrt(x)"), (square, "x * x"), (sin, "Sine"), (cos, "Cosine"), (tan, "Tangent"),
@@ -855,12 +900,18 @@ def _real(v, op, what):
 
 def leaky_relu(x, negative_slope=0.01):
     """x where x > 0, else negative_slope * x."""
-    return LeakyRelu.apply(as_tensor(x, "leaky_relu"), _real(negative_slope, "leaky_relu", "negative_slope"))
+    x = as_tensor(x, "leaky_relu")
+    if x.data.dtype.kind == "c":
+        _no_complex(x, "leaky_relu")
+    return LeakyRelu.apply(x, _real(negative_slope, "leaky_relu", "negative_slope"))
 
 
 def elu(x, alpha=1.0):
     """x where x > 0, else alpha * (exp(x) - 1)."""
-    return Elu.apply(as_tensor(x, "elu"), _real(alpha, "elu", "alpha"))
+    x = as_tensor(x, "elu")
+    if x.data.dtype.kind == "c":
+        _no_complex(x, "elu")
+    return Elu.apply(x, _real(alpha, "elu", "alpha"))
 
 
 def gelu(x, approximate="none"):
@@ -882,6 +933,8 @@ def silu(x):
 def softplus(x, beta=1.0, threshold=20.0):
     """log(1 + exp(beta * x)) / beta, computed stably; linear where beta * x > threshold (as in PyTorch)."""
     x = as_tensor(x, "softplus")
+    if x.data.dtype.kind == "c":
+        _no_complex(x, "softplus")
     beta, threshold = _real(beta, "softplus", "beta"), _real(threshold, "softplus", "threshold")
     bx = x * beta if beta != 1 else x
     y = Softplus.apply(bx)
@@ -961,6 +1014,8 @@ def clamp(x, min=None, max=None):
     """x limited to [min, max] (either may be None); numbers or tensors. The gradient passes where
     x is inside the range, boundaries included."""
     x = as_tensor(x, "clamp")
+    if x.data.dtype.kind == "c":
+        _no_complex(x, "clamp")
     if min is None and max is None:
         raise ValueError("clamp: expected at least one of min and max")
     for name, v in (("min", min), ("max", max)):
@@ -1011,3 +1066,154 @@ class ClampTensor(Function):
 
 def clip(x, a_min=None, a_max=None):
     return clamp(x, a_min, a_max)
+
+
+# --------------------------------------------------------------------------- complex numbers
+# Gradients follow PyTorch's convention: for a real loss L of complex z, z.grad = dL/dRe z + i dL/dIm z,
+# so a holomorphic y = f(z) passes grad * conj(f'(z)) back, and a real input of a complex op gets the
+# real part of its gradient (Cast's backward). On real tensors conj is the tensor itself: no op.
+class Conj(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.wrap(ctx.xp.conj(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Conj.apply(grad)
+
+
+def _cj(t):
+    """conj(t) for a Tensor t inside a backward: t itself when it is real (the real path pays a test)."""
+    return Conj.apply(t) if t.data.dtype.kind == "c" else t
+
+
+class Real(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.src = x.data.dtype
+        return ctx.wrap(ctx.xp.real(x.data).copy())      # a copy: PyTorch's view would share memory
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(dtype=ctx.src)                     # grad + 0i
+
+
+class Imag(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.src = x.data.dtype
+        return ctx.wrap(ctx.xp.imag(x.data).copy())
+
+    @staticmethod
+    def backward(ctx, grad):
+        return MulScalar.apply(grad.to(dtype=ctx.src), 1j)   # 0 + i grad
+
+
+class Complex(Function):
+    @staticmethod
+    def forward(ctx, re, im):
+        b = ctx.device._backend or ctx.device.backend
+        cd = complex_dtype(re.data.dtype)
+        return ctx.wrap(re.data.astype(cd) + im.data.astype(cd) * b.scalar(1j, cd))
+
+    @staticmethod
+    def backward(ctx, grad):
+        need_re, need_im = ctx.needs_input_grad
+        return (real(grad) if need_re else None), (imag(grad) if need_im else None)
+
+
+def _complex_arg(x, op):
+    x = as_tensor(x, op)
+    if x.data.dtype.kind != "c":
+        raise TypeError(f"{op}: expected a complex tensor, got {x.dtype}")
+    return x
+
+
+def conj(x):
+    """Complex conjugate, elementwise; a real tensor is returned as it is (no op, as in PyTorch)."""
+    x = as_tensor(x, "conj")
+    return Conj.apply(x) if x.data.dtype.kind == "c" else x
+
+
+def real(x):
+    """The real part (a float tensor of the same precision); a real tensor is returned as it is."""
+    x = as_tensor(x, "real")
+    return Real.apply(x) if x.data.dtype.kind == "c" else x
+
+
+def imag(x):
+    """The imaginary part (a float tensor of the same precision); complex tensors only, as in PyTorch."""
+    return Imag.apply(_complex_arg(x, "imag"))
+
+
+def sgn(x):
+    """z / |z| for complex z (0 at 0); sign(x) for real x. Differentiable for complex z != 0."""
+    x = as_tensor(x, "sgn")
+    if x.data.dtype.kind != "c":
+        return sign(x)
+    r = abs(x)
+    zero = equal(r, 0)
+    return where(zero, 0.0, x / where(zero, 1.0, r))
+
+
+def angle(x):
+    """The argument atan2(imag, real) in (-pi, pi]; for a real tensor 0 or pi (no gradient there)."""
+    x = as_tensor(x, "angle")
+    if x.data.dtype.kind not in "fc":
+        x = x.to(dtype=get_default_dtype())
+    return Angle.apply(x)
+
+
+class Angle(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.wrap(ctx.xp.angle(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        z, = ctx.saved_tensors
+        if z.data.dtype.kind != "c":
+            return grad * 0.0                    # piecewise constant in a real input
+        # d angle = (x dy - y dx) / |z|^2, so z.grad = grad * i z / |z|^2 (0 at z == 0, as in PyTorch)
+        r2 = square(real(z)) + square(imag(z))
+        zero = equal(r2, 0)
+        return where(zero, 0.0, grad * (z * 1j) / where(zero, 1.0, r2))
+
+
+def complex(real, imag):
+    """real + i * imag from two float tensors of one dtype (broadcast together): complex64 from
+    float32, complex128 from float64."""
+    re, im = as_tensor(real, "complex"), as_tensor(imag, "complex", like=real if isinstance(real, Tensor) else None)
+    for t in (re, im):
+        if t.data.dtype.kind != "f":
+            raise TypeError(f"complex: expected float tensors for real and imag, got {re.dtype} and {im.dtype}")
+    if re.dtype != im.dtype:
+        raise TypeError(f"complex: expected real and imag of one dtype, got {re.dtype} and {im.dtype}")
+    if re.device is not im.device:
+        raise RuntimeError(f"complex: expected all tensors on one device, got {re.device} and {im.device}")
+    if re.shape != im.shape:
+        shape = broadcast_shapes(re.shape, im.shape, op="complex")
+        re, im = broadcast_to(re, shape), broadcast_to(im, shape)
+    return Complex.apply(re, im)
+
+
+def view_as_real(x):
+    """A complex tensor as a float tensor with a last dimension of 2 (real, imag); a copy here."""
+    from .shape import stack
+    x = _complex_arg(x, "view_as_real")
+    return stack([real(x), imag(x)], -1)
+
+
+def view_as_complex(x):
+    """The inverse of view_as_real: a float tensor whose last dimension is 2 as a complex tensor."""
+    x = as_tensor(x, "view_as_complex")
+    if x.data.dtype.kind != "f" or x.ndim == 0 or x.shape[-1] != 2:
+        raise ValueError(f"view_as_complex: expected a float tensor whose last dimension is 2, got {x.dtype} "
+                         f"of shape {x.shape}")
+    return complex(x[..., 0], x[..., 1])
+
+
+def _no_complex(x, op):
+    """TypeError for ops that need an order (comparisons, max, clamp, ...) on a complex tensor."""
+    raise TypeError(f"{op}: not supported for complex tensors (got {x.dtype}); compare .abs() or .real instead")

@@ -7,6 +7,7 @@ from ..dtypes import result_type
 from ..creation import eye, ones
 from .shape import sum_to, broadcast_shapes, broadcast_to
 from ._util import as_tensor
+from .elementwise import _cj
 from ..amp import cast_low
 
 __all__ = ["matmul", "dot", "outer", "tensordot", "einsum"]
@@ -23,6 +24,8 @@ class MatMul(Function):                   # the wrapper reshapes 1-D operands to
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
+        if a.data.dtype.kind == "c" or b.data.dtype.kind == "c":    # grad @ b^H and a^H @ grad
+            a, b = _cj(a), _cj(b)
         ga = sum_to(grad @ b.swapaxes(-1, -2), a.shape) if ctx.needs_input_grad[0] else None
         gb = sum_to(a.swapaxes(-1, -2) @ grad, b.shape) if ctx.needs_input_grad[1] else None
         return ga, gb
@@ -164,7 +167,7 @@ def _einsum_grad(grad, out, ins, xs, i):
     for j, (t, x) in enumerate(zip(ins, xs)):
         if j != i:
             terms.append(t)
-            operands.append(x)
+            operands.append(_cj(x))            # grad * conj(d out / d x_i): the others conjugated
     target = ""
     for c, n in zip(ins[i], xs[i].shape):
         if c in target:

@@ -11,7 +11,13 @@ class Cast(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.to(dtype=ctx.src) if ctx.src.kind in "fc" else None, None
+        src = ctx.src
+        if src.kind not in "fc":
+            return None, None
+        if src.kind == "f" and grad.data.dtype.kind == "c":    # a real input gets the real part
+            from .elementwise import real
+            grad = real(grad)
+        return grad.to(dtype=src), None
 
 
 def cast(x, dtype):

@@ -8,7 +8,7 @@ from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from ..dtypes import get_default_dtype
 from .shape import broadcast_to, reshape
-from .elementwise import where, equal, sqrt, abs as _abs, exp, maximum
+from .elementwise import where, equal, sqrt, abs as _abs, exp, maximum, conj, real, imag, _no_complex
 from ._util import as_tensor, normalize_dims, normalize_dim, pick
 
 __all__ = ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "prod", "logsumexp", "norm",
@@ -78,7 +78,12 @@ def var(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, corr
     for a in axes:
         n *= x.shape[a]
     diff = x - mean(x, axes, True)
-    return sum(diff * diff, axes, keep) / builtins.max(n - d, 0) if n - d > 0 else sum(diff * diff, axes, keep) * math.nan
+    if diff.data.dtype.kind == "c":         # |diff|^2: the variance of a complex tensor is real
+        re, im = real(diff), imag(diff)
+        sq = sum(re * re + im * im, axes, keep)
+    else:
+        sq = sum(diff * diff, axes, keep)
+    return sq / builtins.max(n - d, 0) if n - d > 0 else sq * math.nan
 
 
 def _ddof(ddof, correction, unbiased, op):
@@ -134,6 +139,8 @@ class Min(_MaxMin):
 
 def _max_min(cls, x, axis, keepdims, dim, keepdim, op):
     x = as_tensor(x, op)
+    if x.data.dtype.kind == "c":
+        _no_complex(x, op)
     axes = _axes(x, axis, dim, op)
     if not axes and x.ndim:
         return x
@@ -203,13 +210,13 @@ class Prod(Function):
         if is_grad_enabled() and x.device.backend.read_back((x.data == 0).any(), "prod's backward with create_graph"):
             # building a graph of this gradient: the where() branches below would hide how the product
             # of the others depends on the zeros, so use the exact (O(n^2) in the reduced size) form
-            return _regrow(grad, shape, axes, ctx.keepdims) * _product_of_others(x, axes), None, None
+            return _regrow(grad, shape, axes, ctx.keepdims) * conj(_product_of_others(x, axes)), None, None
         zero = equal(x, 0)
         n_zero = _regrow(sum(zero, axes, True), shape, axes, True)
         x_nz = where(zero, 1.0, x)
         p_nz = _regrow(prod(x_nz, axes, True), shape, axes, True)
         others = where(zero, where(equal(n_zero, 1), p_nz, 0.0), where(equal(n_zero, 0), p_nz / x_nz, 0.0))
-        return _regrow(grad, shape, axes, ctx.keepdims) * others, None, None
+        return _regrow(grad, shape, axes, ctx.keepdims) * conj(others), None, None
 
 
 def _product_of_others(x, axes):
@@ -240,6 +247,8 @@ def norm(x, ord=None, axis=None, keepdims=False, *, p=None, dim=None, keepdim=No
     """Vector p-norm over ``axis`` (all elements when None): ord 2 (default, also 'fro'), 1, inf,
     -inf, 0 (count of non-zeros), or any other real p as (sum |x|**p) ** (1/p)."""
     x = as_tensor(x, "norm")
+    if x.data.dtype.kind == "c":
+        x = _abs(x)                 # the norms of a complex vector are those of its moduli
     o = pick(ord, p, "norm", "ord", "p")
     o = 2 if o is None or o == "fro" else o
     axes = _axes(x, axis, dim, "norm")
@@ -280,6 +289,8 @@ class _Norm2(Function):
 
 def _arg(name, x, axis, dim, keepdims, keepdim, op):
     x = as_tensor(x, op)
+    if x.data.dtype.kind == "c":
+        _no_complex(x, op)
     a = pick(axis, dim, op)
     if x.data.size == 0:
         raise ValueError(f"{op}: cannot take {op} of an empty tensor (shape {x.shape})")
