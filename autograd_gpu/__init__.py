@@ -2,6 +2,7 @@
 from .device import Device, device, set_default_device, get_default_device
 from .dtypes import (float16, float32, float64, int8, int16, int32, int64, uint8, bool_,
                      set_default_dtype, get_default_dtype)
+from .dtypes import complex64, complex128
 from .tensor import Tensor
 from . import _methods  # noqa: F401  (binds Tensor's operators and methods)
 from .creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, full, empty, arange,
@@ -15,6 +16,7 @@ from .ops.elementwise import (add, sub, mul, div, true_divide, divide, pow, neg,
                               clip, maximum, minimum, where, floor_divide, remainder, equal, not_equal, less,
                               less_equal, greater, greater_equal, eq, ne, lt, le, gt, ge, logical_and,
                               logical_or, logical_not, logical_xor, isnan, isinf, isfinite)
+from .ops.elementwise import conj, real, imag, angle, sgn, complex, view_as_real, view_as_complex
 from .ops.reduction import (sum, mean, var, std, max, min, amax, amin, prod, logsumexp, norm, argmax,
                             argmin, any, all, cumsum)
 from .ops.shape import (broadcast_shapes, broadcast_to, expand, sum_to, reshape, view, contiguous, flatten, permute,
