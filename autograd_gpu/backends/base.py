@@ -61,6 +61,34 @@ class Backend:
             lo, hi = a.min(), a.max()
             self.assert_all((lo >= low) & (hi < high), exc_type, message, self.xp.where(lo < low, lo, hi))
 
+    # -- linear algebra: one behaviour for singular input on every backend ------------------------------
+    def linalg_or_nan(self, name, *arrays):
+        """``xp.linalg.<name>(*arrays)`` over a batch of matrices (inv, solve, cholesky), with each batch
+        element the library refuses (LinAlgError: singular, not positive definite) set to NaN instead of
+        raising. NumPy raises for the whole batch, CuPy raises only under ``cupyx.errstate(linalg='raise')``
+        and otherwise returns inf/NaN itself, so the op's one device-side check on the result (assert_all)
+        reports the failing element on every backend without a host sync."""
+        linalg = self.xp.linalg
+        try:
+            return self.call(getattr(linalg, name), *arrays)
+        except linalg.LinAlgError:
+            pass
+        return self.call(self._linalg_each, getattr(linalg, name), arrays)     # the error path only
+
+    def _linalg_each(self, fn, arrays):
+        xp, batch = self.xp, arrays[0].shape[:-2]
+        flat = [a.reshape((-1,) + a.shape[-2:]) for a in arrays]
+        outs = []
+        for i in range(flat[0].shape[0]):
+            try:
+                outs.append(fn(*(a[i] for a in flat)))
+            except self.xp.linalg.LinAlgError:
+                outs.append(None)
+        like = next((o for o in outs if o is not None), None)
+        shape, dtype = (like.shape, like.dtype) if like is not None else (flat[-1].shape[1:], flat[-1].dtype)
+        outs = [xp.full(shape, xp.nan, dtype=dtype) if o is None else o for o in outs]
+        return xp.stack(outs).reshape(batch + shape)
+
     def check_indices(self, idx, n, what):
         """IndexError when an integer index array has an entry outside [-n, n)."""
         self.check_range(idx, -n, n, IndexError, f"{what}: index {{value}} is out of bounds for a dimension of size {n}")

@@ -198,4 +198,4 @@ def _extra(module):
     return mod.OPS
 
 
-OP_DB = ELEMENTWISE + REDUCTIONS + SHAPE + _extra("op_db_indexing") + _extra("op_db_linalg") + _extra("op_db_nn")
+OP_DB = ELEMENTWISE + REDUCTIONS + SHAPE + _extra("op_db_indexing") + _extra("op_db_linalg") + _extra("op_db_linalg_ext") + _extra("op_db_nn")

@@ -1,0 +1,275 @@
+"""Linear solvers: inv, solve, det, slogdet, cholesky primitives; lstsq and pinv on top of them.
+
+Every function takes a matrix or a batch of matrices (..., M, N) and batches over the leading dims.
+A singular (or, for cholesky, non-positive-definite) matrix is a ValueError naming the op and the
+batch element, where NumPy raises LinAlgError: on the CPU at once, on a GPU at the next
+synchronisation (a device-side check, so the op itself never waits for the GPU).
+"""
+from ..autograd.function import Function
+from ..backends import get_backend
+from ..tensor import Tensor
+from .shape import broadcast_shapes, broadcast_to
+from ._util import as_tensor
+
+__all__ = ["inv", "solve", "det", "slogdet", "cholesky", "lstsq", "pinv"]
+
+
+# --------------------------------------------------------------------------- argument checks
+def _matrix(x, op, square=True, what="input"):
+    """x as a float Tensor of at least 2 dims (square ones when ``square``), or a clear error."""
+    x = as_tensor(x, op)
+    if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+        raise TypeError(f"{op}: expected a float32 or float64 tensor, got {x.dtype}; convert it with .to(ag.float64)")
+    if x.ndim < 2:
+        raise ValueError(f"{op}: expected {what} to be a matrix or a batch of matrices (at least 2 dimensions), "
+                         f"got shape {x.shape}")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"{op}: expected square matrices, got {what} of shape {x.shape} "
+                         f"({x.shape[-2]} x {x.shape[-1]} in the last two dimensions)")
+    return x
+
+
+def _backend(ctx):
+    return ctx.device._backend or ctx.device.backend
+
+
+def _check_each(backend, ok, op, what, batch):
+    """Device-side check that every batch element passed (``ok``: bool array of shape ``batch``)."""
+    n = 1
+    for s in batch:
+        n *= s
+    if n == 0:
+        return
+    if not batch:
+        backend.assert_all(ok, ValueError, f"{op}: {what}")
+        return
+    xp = backend.xp
+    flat = ok.reshape(-1)
+    backend.assert_all(flat.all(), ValueError,
+                       f"{op}: {what} (batch element {{value}}, counting in C order over the batch of shape {batch})",
+                       xp.argmin(flat))              # argmin of bools: the first failing element
+
+
+def _all_finite(xp, y, nd=2):
+    """Per batch element: are all entries of the trailing ``nd``-dim blocks finite?"""
+    return xp.isfinite(y).all(axis=tuple(range(-nd, 0)))
+
+
+_SINGULAR = "the matrix is singular (or has inf/NaN entries); NumPy raises LinAlgError here"
+
+
+# --------------------------------------------------------------------------- inv
+class Inv(Function):
+    @staticmethod
+    def forward(ctx, a, op):
+        backend = _backend(ctx)
+        y = backend.linalg_or_nan("inv", a.data)
+        _check_each(backend, _all_finite(ctx.xp, y), op, _SINGULAR, a.shape[:-2])
+        y = ctx.wrap(y)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, = ctx.saved_tensors          # d(A^-1) = -A^-1 dA A^-1
+        yt = y.mT
+        return -(yt @ grad @ yt), None
+
+
+def inv(a):
+    """Inverse of a square matrix (batched); ValueError naming the batch element when one is singular."""
+    return Inv.apply(_matrix(a, "inv"), "inv")
+
+
+# --------------------------------------------------------------------------- solve
+class Solve(Function):
+    """X with A X = B, for A (..., n, n) and B (..., n, k) of one batch shape."""
+
+    @staticmethod
+    def forward(ctx, a, b, op):
+        backend = _backend(ctx)
+        x = backend.linalg_or_nan("solve", a.data, b.data)
+        _check_each(backend, _all_finite(ctx.xp, x), op, _SINGULAR, a.shape[:-2])
+        x = ctx.wrap(x)
+        ctx.op = op
+        ctx.save_for_backward(a, x)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, x = ctx.saved_tensors          # dX = A^-1 (dB - dA X)
+        gb = Solve.apply(a.mT, grad, ctx.op)
+        ga = -(gb @ x.mT) if ctx.needs_input_grad[0] else None
+        return ga, (gb if ctx.needs_input_grad[1] else None), None
+
+
+def _solve(a, b, op):
+    """solve on a checked square a (..., n, n) and b (..., n, k): batch dims broadcast."""
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], op=op)
+    a = a if a.shape[:-2] == batch else broadcast_to(a, batch + a.shape[-2:])
+    b = b if b.shape[:-2] == batch else broadcast_to(b, batch + b.shape[-2:])
+    return Solve.apply(a, b, op)
+
+
+def solve(a, b):
+    """X with a @ X = b: b of shape (..., n, k), or (n,) for one right-hand side vector (NumPy 2's
+    rule: b is a vector only when 1-D); batch dims broadcast."""
+    a = _matrix(a, "solve", what="a")
+    b = as_tensor(b, "solve", like=a)
+    if b.dtype != a.dtype:
+        raise TypeError(f"solve: expected a and b of one dtype, got {a.dtype} and {b.dtype}")
+    n = a.shape[-1]
+    if b.ndim == 0 or b.shape[-1 if b.ndim == 1 else -2] != n:
+        raise ValueError(f"solve: b of shape {b.shape} does not match a of shape {a.shape}: expected b of shape "
+                         f"({n},) or (..., {n}, k)")
+    if b.ndim == 1:
+        return _solve(a, b.reshape(n, 1), "solve").reshape(a.shape[:-2] + (n,))
+    try:
+        return _solve(a, b, "solve")
+    except ValueError as e:
+        if "broadcast" not in str(e):
+            raise
+        raise ValueError(f"solve: the batch dimensions of a {a.shape} and b {b.shape} cannot be broadcast "
+                         "together") from None
+
+
+# --------------------------------------------------------------------------- det, slogdet
+class Det(Function):
+    @staticmethod
+    def forward(ctx, a):
+        d = ctx.wrap(ctx.xp.asarray(ctx.xp.linalg.det(a.data)))
+        ctx.save_for_backward(a, d)
+        return d
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, d = ctx.saved_tensors          # d det(A) = det(A) tr(A^-1 dA): Jacobi's formula
+        g = (grad * d).reshape(d.shape + (1, 1))
+        return g * inv(a).mT
+
+
+def det(a):
+    """Determinant (batched). Its gradient det(A) A^-T needs A invertible: at an exactly singular A it
+    raises (PyTorch returns the adjugate there)."""
+    return Det.apply(_matrix(a, "det"))
+
+
+class LogAbsDet(Function):
+    @staticmethod
+    def forward(ctx, a):
+        sign, logabs = ctx.xp.linalg.slogdet(a.data)
+        ctx.save_for_backward(a)
+        return ctx.wrap(ctx.xp.asarray(sign)), ctx.wrap(ctx.xp.asarray(logabs))
+
+    @staticmethod
+    def backward(ctx, gsign, glog):
+        a, = ctx.saved_tensors            # d log|det A| = tr(A^-1 dA); the sign is piecewise constant
+        return glog.reshape(glog.shape + (1, 1)) * inv(a).mT
+
+
+def slogdet(a):
+    """(sign, logabsdet) with det(a) = sign * exp(logabsdet), batched; sign is a constant to the graph.
+    A singular matrix gives sign 0 and logabsdet -inf, as in NumPy."""
+    sign, logabs = LogAbsDet.apply(_matrix(a, "slogdet"))
+    return sign.detach(), logabs
+
+
+# --------------------------------------------------------------------------- cholesky
+def _tril(x, k=0):
+    """Lower triangle (entries on and below diagonal k) as a product with a constant mask."""
+    xp = get_backend(x.device).xp
+    m, n = x.shape[-2:]
+    mask = get_backend(x.device).call(xp.tri, m, n, k, dtype=x.dtype)
+    return x * Tensor._make(mask, x.device)
+
+
+class Cholesky(Function):
+    @staticmethod
+    def forward(ctx, a):
+        backend, xp = _backend(ctx), ctx.xp
+        low = backend.linalg_or_nan("cholesky", a.data)
+        # LAPACK's potrf stops at the first non-positive pivot and leaves it on the diagonal; CuPy (which
+        # does not raise) and linalg_or_nan's NaN both fail this test
+        diag = xp.diagonal(low, axis1=-2, axis2=-1)
+        ok = _all_finite(xp, low) & (diag > 0).all(axis=-1)
+        _check_each(backend, ok, "cholesky", "the matrix is not positive definite (NumPy raises LinAlgError "
+                    "here); pass a symmetric positive-definite matrix", a.shape[:-2])
+        low = ctx.wrap(low)
+        ctx.save_for_backward(low)
+        return low
+
+    @staticmethod
+    def backward(ctx, grad):
+        # PyTorch's cholesky_backward (Murray 2016): gA = L^-T Phi L^-1 with Phi the symmetric matrix
+        # whose lower triangle is tril(L^T gL) with its diagonal halved; symmetric, like dA
+        low, = ctx.saved_tensors
+        p = _tril(low.mT @ grad)
+        phi = 0.5 * (p + _tril(p, -1).mT)
+        g = Solve.apply(low.mT, phi, "cholesky backward")
+        return Solve.apply(low.mT, g.mT, "cholesky backward").mT
+
+
+def cholesky(a):
+    """Lower-triangular L with a = L @ L.mT (batched), for symmetric positive-definite a; only a's lower
+    triangle is read (NumPy's and PyTorch's convention), and the gradient is symmetric."""
+    return Cholesky.apply(_matrix(a, "cholesky"))
+
+
+# --------------------------------------------------------------------------- lstsq, pinv
+def lstsq(a, b):
+    """Least-squares solution x of a @ x ~= b for a (..., m, n) of full rank, b (..., m, k) or (m,):
+    via QR, minimising |a x - b| when m >= n and the minimum-norm solution when m < n. Returns the
+    solution only. A rank-deficient a raises (NumPy's SVD-based lstsq returns the minimum-norm
+    solution there; use pinv(a) @ b for that)."""
+    from .decompositions import qr
+    a = _matrix(a, "lstsq", square=False, what="a")
+    b = as_tensor(b, "lstsq", like=a)
+    m, n = a.shape[-2:]
+    if b.ndim == 0 or b.shape[-1 if b.ndim == 1 else -2] != m:
+        raise ValueError(f"lstsq: b of shape {b.shape} does not match a of shape {a.shape}: expected b of shape "
+                         f"({m},) or (..., {m}, k)")
+    vec = b.ndim == 1
+    b = b.reshape(m, 1) if vec else b
+    if m >= n:                       # a = QR: x = R^-1 Q^T b
+        q, r = qr(a)
+        x = _solve(r, q.mT @ b, "lstsq")
+    else:                            # a^T = QR: the minimum-norm x = Q R^-T b
+        q, r = qr(a.mT)
+        x = q @ _solve(r.mT, b, "lstsq")
+    return x.reshape(x.shape[:-1]) if vec else x
+
+
+class Pinv(Function):
+    @staticmethod
+    def forward(ctx, a, rcond):
+        xp = ctx.xp
+        u, s, vh = xp.linalg.svd(a.data, full_matrices=False)
+        cutoff = rcond * s.max(axis=-1, keepdims=True) if s.shape[-1] else s
+        big = s > cutoff
+        sinv = xp.where(big, 1 / xp.where(big, s, 1), 0).astype(a.dtype)
+        y = ctx.wrap(xp.matmul(vh.swapaxes(-1, -2) * sinv[..., None, :], u.swapaxes(-1, -2)))
+        ctx.save_for_backward(a, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        # Golub & Pereyra (1973), as PyTorch's pinv_backward: exact where the rank does not change
+        a, p = ctx.saved_tensors
+        m, n = a.shape[-2:]
+        ph, gh = p.mT, grad.mT
+        if m <= n:
+            k = gh @ p
+            kph = k @ ph
+            return -(p @ k).mT + kph - (a @ p) @ kph + (ph @ p) @ (gh - k @ a), None
+        k = p @ gh
+        phk = ph @ k
+        return -(k @ p).mT + (gh - a @ k) @ p @ ph + phk - phk @ p @ a, None
+
+
+def pinv(a, rcond=1e-15):
+    """Moore-Penrose pseudo-inverse (batched) via SVD; singular values at or below rcond * the largest
+    count as zero (NumPy's default rcond). Its gradient assumes the rank does not change nearby."""
+    a = _matrix(a, "pinv", square=False)
+    if not isinstance(rcond, (int, float)) or isinstance(rcond, bool) or not rcond >= 0:
+        raise ValueError(f"pinv: expected rcond to be a non-negative number, got {rcond!r}")
+    return Pinv.apply(a, float(rcond))
