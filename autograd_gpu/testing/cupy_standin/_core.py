@@ -112,6 +112,8 @@ def wrap(out, dev):
         return ndarray._from_host(np.asarray(out), dev)
     if t is tuple or t is list:
         return t(wrap(v, dev) for v in out)
+    if isinstance(out, tuple):           # NumPy's named results (QRResult, EighResult): CuPy gives tuples
+        return tuple(wrap(v, dev) for v in out)
     return out
 
 
