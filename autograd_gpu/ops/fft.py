@@ -1,0 +1,307 @@
+"""Discrete Fourier transforms (NumPy's ``numpy.fft`` names and ``norm=`` conventions), differentiable.
+
+Three primitives do the work, the rest is argument handling and composition:
+
+- ``FFT``: a complex-to-complex transform over some axes (fftn or ifftn). Its adjoint is the
+  opposite transform with the dual norm ("backward" <-> "forward", "ortho" <-> "ortho"), which is
+  the backward under PyTorch's convention (the gradient of y = A x is A^H grad).
+- ``RFFT``: real-to-half-spectrum along one axis. Backward: the half-spectrum gradient zero-padded to
+  the full length, the adjoint complex transform, and the real part (the input is real).
+- ``IRFFT``: half-spectrum-to-real along one axis with output length n. Backward: rfft of the
+  gradient with the dual norm, with the bins whose mirror image lies outside the half spectrum
+  doubled (bins 1 .. n - n//2 - 1), as PyTorch's fft_c2r_backward does. The imaginary parts of the
+  DC bin (and of the Nyquist bin for even n) do not reach the output, so their gradient is 0.
+
+The backward passes are written with these Functions and Tensor ops, so second derivatives work.
+``n``/``s`` crop or zero-pad the input first (a differentiable slice or pad). Float32 input stays
+in single precision (complex64), as in PyTorch and CuPy; NumPy 2 does the same.
+"""
+from ..autograd.function import Function
+from ..tensor import Tensor
+from ..dtypes import complex_dtype, real_dtype, get_default_dtype
+from .shape import pad, roll
+from .elementwise import real, _no_complex
+from ._util import as_tensor, normalize_dim
+
+__all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn",
+           "irfftn", "fftshift", "ifftshift", "fftfreq", "rfftfreq"]
+
+_DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+# --------------------------------------------------------------------------- primitives
+class FFT(Function):
+    """fftn (inverse=False) or ifftn (inverse=True) of a complex tensor over ``axes``."""
+
+    @staticmethod
+    def forward(ctx, x, axes, norm, inverse):
+        ctx.axes, ctx.norm, ctx.inverse = axes, norm, inverse
+        f = ctx.xp.fft.ifftn if inverse else ctx.xp.fft.fftn
+        return ctx.wrap(f(x.data, axes=axes, norm=norm).astype(x.data.dtype, copy=False))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return FFT.apply(grad, ctx.axes, _DUAL[ctx.norm], not ctx.inverse), None, None, None
+
+
+class RFFT(Function):
+    """rfft of a real tensor along ``axis``: the n // 2 + 1 non-negative frequencies."""
+
+    @staticmethod
+    def forward(ctx, x, axis, norm):
+        ctx.axis, ctx.norm, ctx.n = axis, norm, x.data.shape[axis]
+        y = ctx.xp.fft.rfft(x.data, axis=axis, norm=norm)
+        return ctx.wrap(y.astype(complex_dtype(x.data.dtype), copy=False))
+
+    @staticmethod
+    def backward(ctx, grad):
+        axis, n = ctx.axis, ctx.n
+        widths = [(0, 0)] * grad.ndim
+        widths[axis] = (0, n - grad.shape[axis])           # the negative frequencies got no gradient
+        full = pad(grad, widths)
+        return real(FFT.apply(full, (axis,), _DUAL[ctx.norm], True)), None, None
+
+
+class IRFFT(Function):
+    """irfft along ``axis`` of a half spectrum of n // 2 + 1 bins, giving n real values."""
+
+    @staticmethod
+    def forward(ctx, x, axis, n, norm):
+        ctx.axis, ctx.n, ctx.norm = axis, n, norm
+        y = ctx.xp.fft.irfft(x.data, n=n, axis=axis, norm=norm)
+        return ctx.wrap(y.astype(real_dtype(x.data.dtype), copy=False))
+
+    @staticmethod
+    def backward(ctx, grad):
+        axis, n = ctx.axis, ctx.n
+        g = RFFT.apply(grad, axis, _DUAL[ctx.norm])
+        m = g.shape[axis]
+        doubled = n - m                     # bins 1 .. n - m stand for themselves and their mirror image
+        if doubled > 0:
+            xp = g.device.backend.xp
+            w = [1.0] + [2.0] * doubled + [1.0] * (m - 1 - doubled)
+            shape = [1] * g.ndim
+            shape[axis] = m
+            g = g * Tensor._make(xp.asarray(w, dtype=real_dtype(g.dtype)).reshape(shape), g.device)
+        return g, None, None, None
+
+
+# --------------------------------------------------------------------------- argument handling
+def _norm(norm, op):
+    if norm is None:
+        return "backward"
+    if norm not in _DUAL:
+        raise ValueError(f"{op}: norm must be 'backward', 'ortho' or 'forward' (or None), got {norm!r}")
+    return norm
+
+
+def _input(x, op, want_real=False):
+    """x as a Tensor of the transform's input kind: complex (real input becomes complex of its
+    precision; integers the default complex) or, for rfft, real (complex input is a TypeError)."""
+    x = as_tensor(x, op)
+    k = x.data.dtype.kind
+    if want_real:
+        if k == "c":
+            raise TypeError(f"{op}: expected a real input tensor, got {x.dtype}; use fft for complex input")
+        return x if k == "f" else x.to(dtype=get_default_dtype())
+    return x if k == "c" else x.to(dtype=complex_dtype(x.dtype))
+
+
+def _resize(x, axis, n, op):
+    """x cropped or zero-padded along ``axis`` to length n (NumPy's ``n``/``s``)."""
+    if isinstance(n, bool) or not hasattr(n, "__index__"):
+        raise TypeError(f"{op}: expected an int number of points, got {type(n).__name__}")
+    n = n.__index__()
+    if n < 1:
+        raise ValueError(f"{op}: invalid number of data points ({n}); expected at least 1")
+    m = x.shape[axis]
+    if n == m:
+        return x
+    if n < m:
+        idx = [slice(None)] * x.ndim
+        idx[axis] = slice(0, n)
+        return x[tuple(idx)]
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, n - m)
+    return pad(x, widths)
+
+
+def _axes_and_sizes(x, s, axes, op):
+    """NumPy's (s, axes) rules for the n-dimensional transforms: axes default to the last len(s)
+    dims (all dims without s); sizes default to the input's."""
+    if axes is None:
+        axes = tuple(range(x.ndim)) if s is None else tuple(range(x.ndim - len(s), x.ndim))
+    elif isinstance(axes, int):
+        axes = (axes,)
+    axes = tuple(normalize_dim(a, x.ndim, op) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{op}: axes {axes} name a dimension twice")
+    if s is None:
+        s = tuple(x.shape[a] for a in axes)
+    elif isinstance(s, int):
+        s = (s,)
+    s = tuple(s)
+    if len(s) != len(axes):
+        raise ValueError(f"{op}: s and axes must have the same length, got s={s} and axes={axes}")
+    if x.ndim == 0:
+        raise ValueError(f"{op}: expected a tensor with at least 1 dimension, got a 0-d tensor")
+    return s, axes
+
+
+def _c2c(x, s, axes, norm, inverse, op):
+    x = _input(x, op)
+    s, axes = _axes_and_sizes(x, s, axes, op)
+    for a, n in zip(axes, s):
+        x = _resize(x, a, n, op)
+    if not axes:
+        return x
+    return FFT.apply(x, axes, _norm(norm, op), inverse)
+
+
+def _axis(x, axis, op):
+    if x.ndim == 0:
+        raise ValueError(f"{op}: expected a tensor with at least 1 dimension, got a 0-d tensor")
+    return normalize_dim(axis, x.ndim, op)
+
+
+# --------------------------------------------------------------------------- public functions
+def fft(x, n=None, axis=-1, norm=None):
+    """One-dimensional discrete Fourier transform along ``axis`` (input cropped/zero-padded to n)."""
+    x = _input(x, "fft")
+    return _c2c(x, None if n is None else (n,), (_axis(x, axis, "fft"),), norm, False, "fft")
+
+
+def ifft(x, n=None, axis=-1, norm=None):
+    """Inverse of fft: 1/n scaling with the default norm="backward"."""
+    x = _input(x, "ifft")
+    return _c2c(x, None if n is None else (n,), (_axis(x, axis, "ifft"),), norm, True, "ifft")
+
+
+def fftn(x, s=None, axes=None, norm=None):
+    """n-dimensional transform over ``axes`` (all dims, or the last len(s)), sizes ``s``."""
+    return _c2c(x, s, axes, norm, False, "fftn")
+
+
+def ifftn(x, s=None, axes=None, norm=None):
+    """Inverse of fftn."""
+    return _c2c(x, s, axes, norm, True, "ifftn")
+
+
+def fft2(x, s=None, axes=(-2, -1), norm=None):
+    """fftn over the last two dims."""
+    return _c2c(x, s, axes, norm, False, "fft2")
+
+
+def ifft2(x, s=None, axes=(-2, -1), norm=None):
+    """ifftn over the last two dims."""
+    return _c2c(x, s, axes, norm, True, "ifft2")
+
+
+def rfft(x, n=None, axis=-1, norm=None):
+    """Transform of a real signal: the n // 2 + 1 non-negative frequency terms along ``axis``."""
+    x = _input(x, "rfft", want_real=True)
+    a = _axis(x, axis, "rfft")
+    x = _resize(x, a, x.shape[a] if n is None else n, "rfft")
+    return RFFT.apply(x, a, _norm(norm, "rfft"))
+
+
+def _irfft_last(x, a, n, norm, op):
+    """irfft of x along a into n points: the spectrum is cropped/zero-padded to n // 2 + 1 bins."""
+    if isinstance(n, bool) or not hasattr(n, "__index__") or n.__index__() < 1:
+        raise ValueError(f"{op}: invalid number of data points ({n!r}); expected an int of at least 1")
+    n = n.__index__()
+    x = _resize(x, a, n // 2 + 1, op)
+    return IRFFT.apply(x, a, n, _norm(norm, op))
+
+
+def irfft(x, n=None, axis=-1, norm=None):
+    """Inverse of rfft: n real points (default 2 * (m - 1) for m input bins) along ``axis``."""
+    x = _input(x, "irfft")
+    a = _axis(x, axis, "irfft")
+    return _irfft_last(x, a, 2 * (x.shape[a] - 1) if n is None else n, norm, "irfft")
+
+
+def rfftn(x, s=None, axes=None, norm=None):
+    """n-dimensional transform of a real tensor: rfft over the last of ``axes``, fft over the others."""
+    x = _input(x, "rfftn", want_real=True)
+    s, axes = _axes_and_sizes(x, s, axes, "rfftn")
+    if not axes:
+        raise ValueError("rfftn: expected at least one axis")
+    norm = _norm(norm, "rfftn")
+    for a, n in zip(axes, s):
+        x = _resize(x, a, n, "rfftn")
+    y = RFFT.apply(x, axes[-1], norm)
+    return FFT.apply(y, axes[:-1], norm, False) if len(axes) > 1 else y
+
+
+def irfftn(x, s=None, axes=None, norm=None):
+    """Inverse of rfftn: ifft over all but the last of ``axes``, then irfft over the last (its size
+    defaults to 2 * (m - 1))."""
+    x = _input(x, "irfftn")
+    given = s is not None
+    s, axes = _axes_and_sizes(x, s, axes, "irfftn")
+    if not axes:
+        raise ValueError("irfftn: expected at least one axis")
+    norm = _norm(norm, "irfftn")
+    if not given:
+        s = s[:-1] + (2 * (x.shape[axes[-1]] - 1),)
+    for a, n in zip(axes[:-1], s[:-1]):
+        x = _resize(x, a, n, "irfftn")
+    if len(axes) > 1:
+        x = FFT.apply(x, axes[:-1], norm, True)
+    return _irfft_last(x, axes[-1], s[-1], norm, "irfftn")
+
+
+def rfft2(x, s=None, axes=(-2, -1), norm=None):
+    """rfftn over the last two dims."""
+    return rfftn(x, s, axes, norm)
+
+
+def irfft2(x, s=None, axes=(-2, -1), norm=None):
+    """irfftn over the last two dims."""
+    return irfftn(x, s, axes, norm)
+
+
+def _shift(x, axes, sign, op):
+    x = as_tensor(x, op)
+    if axes is None:
+        axes = tuple(range(x.ndim))
+    elif isinstance(axes, int):
+        axes = (axes,)
+    axes = tuple(normalize_dim(a, x.ndim, op) for a in axes)
+    if not axes:
+        return x
+    return roll(x, tuple(sign * (x.shape[a] // 2) for a in axes), dims=axes)
+
+
+def fftshift(x, axes=None):
+    """Move the zero-frequency term to the centre (a roll by n // 2 over ``axes``, all by default)."""
+    return _shift(x, axes, 1, "fftshift")
+
+
+def ifftshift(x, axes=None):
+    """Inverse of fftshift (a roll by -(n // 2))."""
+    return _shift(x, axes, -1, "ifftshift")
+
+
+def _freq(name, n, d, dtype, device, requires_grad):
+    from ..creation import _setup, _out
+    if isinstance(n, bool) or not hasattr(n, "__index__") or n.__index__() < 1:
+        raise ValueError(f"{name}: expected a positive int n, got {n!r}")
+    if isinstance(d, bool) or not isinstance(d, (int, float)):
+        raise TypeError(f"{name}: expected a number as d, got {type(d).__name__}")
+    _, dt, dev, b = _setup((), dtype, device, name)
+    if dt.kind != "f":
+        raise TypeError(f"{name}: expected a floating dtype, got {dt}")
+    f = getattr(b.xp.fft, name)
+    return _out(b.call(lambda: f(n.__index__(), d).astype(dt)), dev, requires_grad)
+
+
+def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
+    """The sample frequencies of an n-point fft with sample spacing d: [0, 1, ..., -1] / (d * n)."""
+    return _freq("fftfreq", n, d, dtype, device, requires_grad)
+
+
+def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
+    """The n // 2 + 1 non-negative sample frequencies of an n-point rfft."""
+    return _freq("rfftfreq", n, d, dtype, device, requires_grad)
