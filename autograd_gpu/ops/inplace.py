@@ -4,7 +4,8 @@ saved tensors are checked against, so backward through a stale saved value raise
 from ..autograd.function import Function
 from ..autograd.grad_mode import state
 from ..tensor import Tensor
-from .shape import broadcast_to
+from ..dtypes import result_type
+from .shape import broadcast_to, broadcast_shapes
 from ._util import as_tensor
 
 __all__ = ["apply_inplace", "add_", "sub_", "mul_", "div_", "fill_", "zero_", "copy_", "clamp_"]
@@ -62,32 +63,91 @@ def write_result(x, r, recording, op):
     return x
 
 
+def _recording(x, args):
+    return state.enabled and ((isinstance(x, Tensor) and x.requires_grad)
+                              or any(isinstance(a, Tensor) and a.requires_grad for a in args))
+
+
 def apply_inplace(x, fn, op, *args):
     """x <- fn(x, *args) in x's own memory; differentiable when recording."""
-    recording = state.enabled and (
-        (isinstance(x, Tensor) and x.requires_grad) or any(isinstance(a, Tensor) and a.requires_grad for a in args))
+    recording = _recording(x, args)
     check_inplace(x, recording, op)
     r = fn(snapshot(x) if recording else x, *args)
     return write_result(x, r, recording, op)
 
 
+# -- the direct path: when no graph needs the old value (an optimizer step, anything under no_grad), an
+# arithmetic update is one backend call writing into x's memory, as numpy.subtract(p, g, out=p) is: no
+# result array, no copy back, no graph node. Anything unusual (a dtype x cannot hold, a shape that would
+# grow x, an operand that is not a Tensor or a number, memory shared with x through a view) takes the
+# general path above, which also gives the errors.
+_DIRECT = {"add_": "add", "sub_": "subtract", "mul_": "multiply", "div_": "true_divide"}
+_SCALARS = {"f": (bool, int, float), "c": (bool, int, float, complex)}
+
+
+def _direct_operand(x, other):
+    """other's array or number when x <- x (op) other can be written straight into x's memory, else None."""
+    kind = x.dtype.kind
+    if kind not in "fc" or not getattr(x.data.flags, "writeable", True):
+        return None
+    if isinstance(other, Tensor):
+        if other.device is not x.device or other.dtype != x.dtype and result_type(x.dtype, other.dtype) != x.dtype:
+            return None
+        if other.shape != x.shape and broadcast_shapes(x.shape, other.shape, op="in-place") != x.shape:
+            return None
+        a = other.data
+        if (a.base is not None or x.data.base is not None) and a is not x.data and \
+                x.device.backend.xp.may_share_memory(a, x.data):
+            return None                     # a shifted view of x: the general path computes from a copy
+        return a
+    return other if type(other) in _SCALARS[kind] else None
+
+
+def _direct(x, other, op, alpha=1):
+    """x (op)= alpha * other in x's memory, or False when the general path must do it."""
+    if not isinstance(x, Tensor) or _recording(x, (other,)):
+        return False
+    try:
+        a = _direct_operand(x, other)
+    except ValueError:                      # shapes that do not broadcast: the general path says so
+        return False
+    if a is None:
+        return False
+    xp = x.device.backend.xp
+    if alpha != 1:
+        if type(alpha) not in _SCALARS[x.dtype.kind]:
+            return False
+        a = xp.multiply(a, alpha, dtype=x.dtype) if isinstance(other, Tensor) else a * alpha
+    getattr(xp, _DIRECT[op])(x.data, a, out=x.data)
+    x.version_counter()[0] += 1
+    return True
+
+
 def add_(x, other, alpha=1):
     """x += alpha * other, in place."""
+    if _direct(x, other, "add_", alpha):
+        return x
     from .elementwise import add, mul
     return apply_inplace(x, lambda a, b: add(a, b if alpha == 1 else mul(b, alpha)), "add_", other)
 
 
 def sub_(x, other, alpha=1):
+    if _direct(x, other, "sub_", alpha):
+        return x
     from .elementwise import sub, mul
     return apply_inplace(x, lambda a, b: sub(a, b if alpha == 1 else mul(b, alpha)), "sub_", other)
 
 
 def mul_(x, other):
+    if _direct(x, other, "mul_"):
+        return x
     from .elementwise import mul
     return apply_inplace(x, mul, "mul_", other)
 
 
 def div_(x, other):
+    if _direct(x, other, "div_"):
+        return x
     from .elementwise import div
     return apply_inplace(x, div, "div_", other)
 
