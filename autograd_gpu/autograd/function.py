@@ -23,6 +23,7 @@ _interned = {}            # needs_input_grad tuples are shared, not allocated pe
 _TRUE1 = (True,)
 _NEEDS2 = (((False, False), (False, True)), ((True, False), (True, True)))
 Tensor = None          # set by autograd_gpu.tensor (it imports this module first)
+_vmap = []             # [has_batched, batched_apply] while a vmap runs (func/vmap.py), else empty
 _new = object.__new__
 
 
@@ -136,6 +137,8 @@ class Function:
         outputs non-leaves whose ``grad_fn`` is this call's node."""
         # The hottest code of the library: one pass over the arguments finds the device, checks it,
         # and (when recording) builds the edges; ops of one and two arguments take a straight path.
+        if _vmap and _vmap[0](args, kwargs):      # inside vmap with a batched argument: its batching rule
+            return _vmap[1](cls, args, kwargs)
         n = len(args)
         edges = None
         if n == 1:

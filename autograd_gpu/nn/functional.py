@@ -871,6 +871,8 @@ def _index_target(x, target, op):
 
 def _nll(logp, target, weight, ignore_index, reduction, op):
     """(loss, valid mask array, safe targets) for log-probabilities (N, C, d...) and targets (N, d...)."""
+    if getattr(target, "_blevels", None) is not None:   # inside vmap: the target's values stay on the batch
+        return _nll_one_hot(logp, target, weight, ignore_index, reduction, op), None, None
     xp = logp.device.backend.xp
     c = logp.shape[1]
     t = target.data
@@ -879,6 +881,25 @@ def _nll(logp, target, weight, ignore_index, reduction, op):
     _check_range(logp.device.backend, safe, c, op, "target", f" for {c} classes (ignore_index={ignore_index})")
     coef = valid.astype(logp.dtype) if weight is None else weight.data.astype(logp.dtype)[safe] * valid
     return NllLoss.apply(logp, safe[:, None], coef, reduction), valid, safe
+
+
+def _nll_one_hot(logp, target, weight, ignore_index, reduction, op):
+    """_nll from Tensor ops only (a one-hot mask instead of host-side index arrays), for a target whose
+    values cannot be read on the host: a batched tensor inside ag.func.vmap."""
+    from ..creation import arange
+    from ..ops.elementwise import equal, not_equal
+    c = logp.shape[1]
+    classes = arange(c, device=logp.device).reshape((1, c) + (1,) * (logp.ndim - 2))
+    hot = equal(target[:, None], classes)                                  # (N, C, d...)
+    coef = not_equal(target, ignore_index).to(dtype=logp.dtype)
+    if weight is not None:
+        coef = coef * where(hot, weight.detach().reshape(classes.shape), 0.0).sum(1)
+    losses = -where(hot, logp, 0.0).sum(1) * coef
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return losses.sum()
+    return losses.sum() / coef.sum()
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
@@ -937,6 +958,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     logp = LogSoftmax.apply(x, 1)
     loss, valid, safe = _nll(logp, t, w, ignore_index, reduction, op)
     if label_smoothing > 0:
+        if valid is None:
+            raise NotImplementedError(f"{op}: label_smoothing with class-index targets is not supported inside vmap; "
+                                      "pass one-hot probability targets instead")
         loss = loss * (1.0 - label_smoothing) + _smooth_term(logp, w, valid, safe, reduction) * (label_smoothing / c)
     return loss.reshape(()) if unbatched and reduction == "none" else loss
 

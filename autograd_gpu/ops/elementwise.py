@@ -9,6 +9,7 @@ import cmath
 import math
 
 from ..autograd.function import Function
+from ..autograd import function as _function
 from ..autograd.grad_mode import state
 from ..tensor import Tensor
 from ..dtypes import scalar_result_dtype, result_type, get_default_dtype, complex_dtype
@@ -417,6 +418,8 @@ def _constant(name, a, b, op):
         raise TypeError(f"{op}: expected at least one Tensor, got {type(a).__name__} and {type(b).__name__}")
     t = a if isinstance(a, Tensor) else b
     backend = t.device._backend or t.device.backend
+    if _function._vmap and _function._vmap[0]((a, b), None):     # inside vmap: see func/vmap.py
+        return _function._vmap[2](getattr(backend.xp, name), (a, b))
     return Tensor._make(getattr(backend.xp, name)(_data(a), _data(b)), t.device)
 
 
@@ -500,6 +503,8 @@ def _unary_constant(name, x, op):
     x = as_tensor(x, op)
     if x.data.dtype.kind == "c" and name in ("sign", "floor", "ceil", "round"):
         _no_complex(x, op)
+    if _function._vmap and _function._vmap[0]((x,), None):         # inside vmap: see func/vmap.py
+        return _function._vmap[2](getattr(x.device.backend.xp, name), (x,))
     return Tensor._make(getattr(x.device.backend.xp, name)(x.data), x.device)
 
 

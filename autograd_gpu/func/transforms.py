@@ -7,9 +7,10 @@ with ``create_graph=True`` whenever an argument is itself being differentiated b
 (it then requires grad). At the outermost level nothing is recorded beyond what one call needs and
 the results are plain tensors.
 """
-from .autograd.engine import grad as _autograd_grad
-from .autograd.grad_mode import enable_grad, is_grad_enabled
-from .tensor import Tensor
+from ..autograd.engine import grad as _engine_grad
+from ..autograd.grad_mode import enable_grad, is_grad_enabled
+from ..tensor import Tensor
+from . import vmap as _vmap
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacobian", "jacfwd", "hessian"]
 
@@ -26,19 +27,30 @@ def _argnums(argnums, n, name):
     return single, tuple(a % n for a in nums)
 
 
+def _autograd_grad(outputs, inputs, grad_outputs=None, **kw):
+    """autograd.grad, through vmap's physical tensors when called inside vmap."""
+    if not _vmap.active():
+        return _engine_grad(outputs, inputs, grad_outputs, **kw)
+    outs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+    if isinstance(grad_outputs, Tensor):
+        grad_outputs = (grad_outputs,)
+    return _vmap.engine_grad(_engine_grad, outs, inputs, grad_outputs, **kw)
+
+
 def _track(x, name):
-    """An alias of x to differentiate with respect to: connected to x's graph when x requires grad."""
+    """An alias of x to differentiate with respect to: connected to x's graph when x requires grad.
+    Inside vmap it is batched at every level first, so that each example is differentiated on its own."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: can only differentiate with respect to Tensors, got {type(x).__name__}")
     if x.dtype.kind != "f":
         raise TypeError(f"{name}: can only differentiate with respect to floating-point Tensors, got {x.dtype}")
     if x.requires_grad and is_grad_enabled():
-        return _alias(x)    # a fresh identity node: this transform's variable, still linked to the outer one
-    return x.detach().requires_grad_()
+        return _vmap.lift(_alias(x))    # a fresh identity node: this transform's variable, still linked to the outer one
+    return _vmap.lift(x).detach().requires_grad_()
 
 
 def _alias(x):
-    from .ops.misc import Alias
+    from ..ops.misc import Alias
     return Alias.apply(x)
 
 
@@ -50,7 +62,7 @@ def _outer(args):
 def _reaches_other_leaves(outs, tracked):
     """Whether the graph of ``outs`` uses a leaf that requires grad besides ``tracked`` (a parameter
     the function closes over): then the result must stay differentiable for the caller."""
-    ids = {id(t) for t in tracked}
+    ids = {id(_vmap.physical(t)) for t in tracked}
     stack = [o.grad_fn for o in outs if isinstance(o, Tensor) and o.grad_fn is not None]
     seen = set()
     while stack:
@@ -220,7 +232,7 @@ def jvp(f, primals, tangents):
 # --------------------------------------------------------------------------- Jacobians
 def _basis(shape, like):
     """One-hot tensors of ``shape``, one per element, in row-major order."""
-    from .creation import zeros
+    from ..creation import zeros
     n = 1
     for s in shape:
         n *= s
@@ -231,8 +243,8 @@ def _basis(shape, like):
 
 
 def _stack_rows(rows, out_shape, in_shape, like):
-    from .ops.shape import stack
-    from .creation import zeros
+    from ..ops.shape import stack
+    from ..creation import zeros
     if not rows:
         return zeros(out_shape + in_shape, dtype=like.dtype, device=like.device)
     return stack(rows).reshape(out_shape + in_shape)
@@ -295,8 +307,8 @@ def jacfwd(f, argnums=0):
                 cols.append(t.reshape(-1))
             if out_shape is None:                       # x has no elements: the output shape needs one call
                 out_shape = f_i(x).shape
-            from .ops.shape import stack
-            from .creation import zeros
+            from ..ops.shape import stack
+            from ..creation import zeros
             n_out = 1
             for s in out_shape:
                 n_out *= s
