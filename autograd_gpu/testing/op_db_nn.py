@@ -118,6 +118,19 @@ def softmax_ref(a, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _sdpa_ref(q, k, v, mask=None, causal=False):
+    """softmax(q k^T / sqrt(E) + mask) v; is_causal keeps key j <= query i."""
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], dtype=bool)), s, -np.inf)
+    if mask is not None:
+        s = s + (np.where(mask, 0.0, -np.inf) if mask.dtype == bool else mask)
+    return (softmax_ref(s, -1) @ v).astype(q.dtype)
+
+
+_SDPA_BOOL = np.array([[1, 0, 1, 1, 0], [1, 1, 0, 0, 0], [0, 1, 1, 1, 1]], dtype=bool)   # no row all False
+
+
 def _reduce_ref(loss, reduction, denom=None):
     if reduction == "none":
         return loss
@@ -249,6 +262,16 @@ NORM = [
     OpInfo("softmax_last", lambda x: F.softmax(x, -1), lambda a: softmax_ref(a, -1), (((2, 3, 4),), ((5,),))),
     OpInfo("log_softmax", lambda x: F.log_softmax(x, dim=1), lambda a: log_softmax_ref(a, 1), (((3, 4),), ((2, 3, 2),))),
     OpInfo("log_softmax_first", lambda x: F.log_softmax(x, 0), lambda a: log_softmax_ref(a, 0), (((4, 2),), ((3,),))),
+    OpInfo("scaled_dot_product_attention", F.scaled_dot_product_attention, _sdpa_ref,
+           (((2, 3, 4), (2, 5, 4), (2, 5, 3)), ((3, 2), (4, 2), (4, 3)), ((2, 2, 3, 4), (1, 5, 4), (2, 1, 5, 2)))),
+    OpInfo("sdpa_causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+           lambda q, k, v: _sdpa_ref(q, k, v, causal=True), (((2, 4, 3), (2, 4, 3), (2, 4, 2)),
+                                                             ((2, 3, 3), (2, 5, 3), (2, 5, 2)))),
+    OpInfo("sdpa_float_mask", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+           _sdpa_ref, (((2, 3, 4), (2, 5, 4), (2, 5, 3), (3, 5)), ((2, 3, 4), (2, 5, 4), (2, 5, 3), (2, 1, 5)))),
+    OpInfo("sdpa_bool_mask", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=_const(_SDPA_BOOL, q)
+                                                                            .bool()),
+           lambda q, k, v: _sdpa_ref(q, k, v, _SDPA_BOOL), (((2, 3, 4), (2, 5, 4), (2, 5, 3)),)),
     OpInfo("dropout_eval", lambda x: F.dropout(x, 0.5, training=False), lambda a: a, (((3, 4),),)),
     OpInfo("dropout_p0", lambda x: F.dropout(x, 0.0), lambda a: a, (((3, 4),),)),
     OpInfo("embedding", lambda w, i: F.embedding(i, w), lambda w, i: w[i], (((5, 3), (2, 4)), ((4, 2), (3,))),
