@@ -27,6 +27,7 @@ SECTIONS = {
     ag.amp: "`ag.amp`",
     ag.viz: "`ag.viz`",
     ag.cuda: "`ag.cuda`",
+    ag.linalg: "`ag.linalg`",
 }
 
 
