@@ -12,11 +12,29 @@ GRAD = [pytest.param(i, id=i.name) for i in OP_DB if i.grad]
 GRADGRAD = [pytest.param(i, id=i.name) for i in OP_DB if i.gradgrad]
 
 
+def _complex(info):
+    return info.dtypes[0].kind == "c"
+
+
+def _double(info):
+    """The dtype finite differences run in: complex128 for complex entries, else float64."""
+    return ag.complex128 if _complex(info) else ag.float64
+
+
+def _single(info):
+    return ag.complex64 if _complex(info) else ag.float32
+
+
+def _loss(o):
+    """A real scalar of an output (real and imaginary parts both count), for backward()."""
+    return (o.real + o.imag).sum() if o.dtype.kind == "c" else o.sum()
+
+
 def _inputs(info, shapes, dtype, device, requires_grad=False, seed=0):
     arrays = make_arrays(shapes, dtype, info.domain, info.avoid, seed=seed, kinds=info.kinds)
     tensors = []
     for a in arrays:
-        rg = requires_grad and a.dtype.kind == "f"
+        rg = requires_grad and a.dtype.kind in "fc"
         tensors.append(ag.tensor(a, device=device, requires_grad=rg))
     return arrays, tensors
 
@@ -33,14 +51,14 @@ def test_forward_matches_numpy(info, dtype, device):
 @pytest.mark.parametrize("info", GRAD)
 def test_gradcheck(info, device):
     for shapes in info.samples:
-        _, xs = _inputs(info, shapes, ag.float64, device, requires_grad=True)
+        _, xs = _inputs(info, shapes, _double(info), device, requires_grad=True)
         assert ag.autograd.gradcheck(info.op, xs)
 
 
 @pytest.mark.parametrize("info", GRADGRAD)
 def test_gradgradcheck(info, device):
     for shapes in info.samples:
-        _, xs = _inputs(info, shapes, ag.float64, device, requires_grad=True)
+        _, xs = _inputs(info, shapes, _double(info), device, requires_grad=True)
         if not any(x.requires_grad and x.numel() for x in xs):
             continue
         assert ag.autograd.gradgradcheck(info.op, xs)
@@ -52,8 +70,8 @@ def test_cuda_matches_cpu(info):
     if not ag.cuda.is_available():
         pytest.skip("CuPy or a CUDA GPU is missing")
     for shapes in info.samples:
-        _, cpu = _inputs(info, shapes, ag.float32, "cpu", requires_grad=info.grad)
-        _, gpu = _inputs(info, shapes, ag.float32, "cuda", requires_grad=info.grad)
+        _, cpu = _inputs(info, shapes, _single(info), "cpu", requires_grad=info.grad)
+        _, gpu = _inputs(info, shapes, _single(info), "cuda", requires_grad=info.grad)
         out_c, out_g = info.op(*cpu), info.op(*gpu)
         outs_c = out_c if isinstance(out_c, tuple) else (out_c,)
         outs_g = out_g if isinstance(out_g, tuple) else (out_g,)
@@ -61,8 +79,8 @@ def test_cuda_matches_cpu(info):
         for g, c in zip(outs_g, outs_c):           # outputs may differ in shape (split)
             np.testing.assert_allclose(to_numpy(g), to_numpy(c), rtol=1e-4, atol=1e-5)
         if info.grad:
-            ag.autograd.backward([o.sum() for o in outs_c])
-            ag.autograd.backward([o.sum() for o in outs_g])
+            ag.autograd.backward([_loss(o) for o in outs_c])
+            ag.autograd.backward([_loss(o) for o in outs_g])
             for c, g in zip(cpu, gpu):
                 if c.requires_grad and c.grad is not None:
                     np.testing.assert_allclose(g.grad.numpy(), c.grad.numpy(), rtol=1e-4, atol=1e-5)

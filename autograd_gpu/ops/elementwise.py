@@ -194,7 +194,9 @@ class MulScalar(Function):
     @staticmethod
     def backward(ctx, grad):
         c = ctx.c
-        return MulScalar.apply(grad, c.conjugate() if c.__class__ is _pycomplex else c), None
+        if c.__class__ is not float and c.__class__ is not int:    # complex (maybe a typed NumPy scalar)
+            c = c.conjugate()
+        return MulScalar.apply(grad, c), None
 
 
 class Div(Function):
@@ -225,7 +227,9 @@ class DivScalar(Function):
     @staticmethod
     def backward(ctx, grad):
         c = ctx.c
-        return grad / (c.conjugate() if c.__class__ is _pycomplex else c), None
+        if c.__class__ is not float and c.__class__ is not int:
+            c = c.conjugate()
+        return grad / c, None
 
 
 class RDivScalar(Function):
@@ -293,8 +297,10 @@ class RPowScalar(Function):
     def forward(ctx, x, c):
         y = ctx.wrap(c ** x.data)
         ctx.save_for_backward(y)
-        # conj(log c), for grad * conj(y * log c)
-        ctx.log_c = cmath.log(c).conjugate() if c.__class__ is _pycomplex else math.log(c) if c > 0 else math.nan
+        try:
+            ctx.log_c = math.log(c) if c > 0 else math.nan
+        except TypeError:                  # a complex base: conj(log c), for grad * conj(y * log c)
+            ctx.log_c = cmath.log(c).conjugate()
         return y
 
     @staticmethod

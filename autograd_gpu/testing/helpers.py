@@ -11,15 +11,18 @@ def devices():
 
 def make_arrays(shapes, dtype, domain=(-2.0, 2.0), avoid=(), seed=0, kinds=None):
     """NumPy inputs of the given shapes in ``domain``, at least 0.05 away from each point in ``avoid``
-    (kinks and poles); integer kinds ("int", "bool", "index:N") per input when given.
+    (kinks and poles); integer kinds ("int", "bool", "index:N") per input when given. With a complex
+    ``dtype`` the float inputs are complex (real and imaginary parts each drawn as above) and inputs
+    of kind "real" are real of the same precision.
 
     The float values of all inputs together are a shuffled, jittered grid over the domain, so no two
     are closer than about half the grid step: max-like ops (max, pooling, maximum, clamp) then have
     no near-ties, which would make finite differences straddle the argmax."""
     rng = np.random.default_rng(seed)
     kinds = kinds or [None] * len(shapes)
-    floats = [j for j, k in enumerate(kinds) if k is None or k == "int"]
-    total = sum(int(np.prod(shapes[j], dtype=np.int64)) for j in floats)
+    cplx = np.dtype(dtype).kind == "c"
+    floats = [j for j, k in enumerate(kinds) if k is None or k in ("int", "real")]
+    total = sum(int(np.prod(shapes[j], dtype=np.int64)) * (2 if cplx and kinds[j] is None else 1) for j in floats)
     lo, hi = domain
     step = (hi - lo) / (total + 1)
     grid = lo + step * (np.arange(1, total + 1) + rng.uniform(-0.25, 0.25, total))
@@ -33,12 +36,21 @@ def make_arrays(shapes, dtype, domain=(-2.0, 2.0), avoid=(), seed=0, kinds=None)
             out.append(rng.integers(0, int(kind.split(":")[1]), size=shape))
             continue
         n = int(np.prod(shape, dtype=np.int64))
-        a = grid[used:used + n].reshape(shape)
-        used += n
-        for p in avoid:
-            close = np.abs(a - p) < 0.05
-            a = np.where(close, p + np.where(a >= p, 0.1, -0.1), a)
-        out.append(a.astype(dtype) if kind != "int" else np.rint(a).astype(np.int64))
+        parts = []
+        for _ in range(2 if cplx and kind is None else 1):
+            a = grid[used:used + n].reshape(shape)
+            used += n
+            for p in avoid:
+                close = np.abs(a - p) < 0.05
+                a = np.where(close, p + np.where(a >= p, 0.1, -0.1), a)
+            parts.append(a)
+        if kind == "int":
+            out.append(np.rint(parts[0]).astype(np.int64))
+        elif kind == "real":
+            out.append(parts[0].astype(np.float64 if np.dtype(dtype) == np.complex128 else np.float32)
+                       if cplx else parts[0].astype(dtype))
+        else:
+            out.append((parts[0] + 1j * parts[1]).astype(dtype) if cplx else parts[0].astype(dtype))
     return out
 
 
@@ -65,7 +77,7 @@ def assert_close(got, expected, rtol=None, atol=None, check_dtype=True):
     if check_dtype:
         assert g.dtype == e.dtype, f"dtype {g.dtype} != expected {e.dtype}"
     if rtol is None:
-        rtol = 1e-5 if g.dtype in (np.float32, np.float16) else 1e-7
+        rtol = 1e-5 if g.dtype in (np.float32, np.float16, np.complex64) else 1e-7
     if atol is None:
-        atol = 1e-6 if g.dtype in (np.float32, np.float16) else 1e-10
+        atol = 1e-6 if g.dtype in (np.float32, np.float16, np.complex64) else 1e-10
     np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)

@@ -26,7 +26,8 @@ class OpInfo:
     grad: bool = True                    # gradcheck
     gradgrad: bool = True                # gradgradcheck
     tol: dict = field(default_factory=dict)   # {dtype: {"rtol": .., "atol": ..}} if defaults are too tight
-    kinds: tuple | None = None           # per input: None (float), "int", "bool", "index:N" (ints in [0, N))
+    kinds: tuple | None = None           # per input: None (float), "int", "bool", "index:N" (ints in [0, N));
+    #                                      "real" with complex dtypes: a real input of their precision
 
 
 def _erf_ref(a):
@@ -198,4 +199,4 @@ def _extra(module):
     return mod.OPS
 
 
-OP_DB = ELEMENTWISE + REDUCTIONS + SHAPE + _extra("op_db_indexing") + _extra("op_db_linalg") + _extra("op_db_linalg_ext") + _extra("op_db_nn")
+OP_DB = ELEMENTWISE + REDUCTIONS + SHAPE + _extra("op_db_indexing") + _extra("op_db_linalg") + _extra("op_db_linalg_ext") + _extra("op_db_nn") + _extra("op_db_complex")
