@@ -324,3 +324,38 @@ def test_svdvals_without_grad_skips_the_vectors_and_matches():
         s = L.svdvals(ag.tensor(a, requires_grad=True))
     assert s.grad_fn is None
     np.testing.assert_allclose(s.numpy(), np.linalg.svdvals(a))
+
+
+# --------------------------------------------------------------------------- no host sync on a GPU
+@pytest.mark.gpu
+def test_linalg_ops_and_their_backward_make_no_device_to_host_transfer():
+    from autograd_gpu.backends import cupy_backend
+    if not ag.cuda.is_available():
+        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs this on the CuPy stand-in)")
+    a = ag.tensor(_rand(2, 4, 4), device="cuda", requires_grad=True)
+    b = ag.tensor(_rand(2, 4, 1, seed=1), device="cuda")
+    ag.cuda.synchronize()
+
+    def loss():
+        spd = a @ a.mT + 4 * ag.eye(4, device="cuda")
+        w, v = L.eigh(spd)
+        u, s, vh = L.svd(a)
+        return (L.inv(spd).sum() + L.solve(spd, b).sum() + L.det(spd).sum() + L.slogdet(spd)[1].sum()
+                + L.cholesky(spd).sum() + (v * v).sum() + w.sum() + (u * u).sum() + s.sum() + L.svdvals(a).sum()
+                + L.pinv(a).sum() + L.lstsq(a, b).sum() + L.qr(a)[1].sum() + L.norm(a, axis=(-2, -1)).sum())
+
+    counter = None
+    if cupy_backend.simulated():
+        from autograd_gpu.testing.cupy_standin import count_transfers
+        counter = count_transfers()
+        log = counter.__enter__()
+    ag.cuda.set_sync_debug_mode("error")
+    try:
+        loss().backward()
+    finally:
+        ag.cuda.set_sync_debug_mode("default")
+        if counter is not None:
+            counter.__exit__(None, None, None)
+    if counter is not None:
+        assert log.d2h == 0, log.events
+    assert np.isfinite(a.grad.numpy()).all()

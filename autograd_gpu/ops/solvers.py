@@ -47,7 +47,7 @@ def _check_each(backend, ok, op, what, batch):
     flat = ok.reshape(-1)
     backend.assert_all(flat.all(), ValueError,
                        f"{op}: {what} (batch element {{value}}, counting in C order over the batch of shape {batch})",
-                       xp.argmin(flat))              # argmin of bools: the first failing element
+                       xp.argmin(flat.astype(xp.int8)))     # the first failing element
 
 
 def _all_finite(xp, y, nd=2):
