@@ -23,7 +23,7 @@ def test_micrograd_scalar_example_prints_expected_gradients(capsys, monkeypatch)
 
 @pytest.mark.parametrize("name,picture", [("train_mlp.py", "mlp.png"), ("train_cnn.py", "cnn.png"),
                                           ("micrograd_moons.py", "moons.png"), ("fit_sin.py", "fit.png"),
-                                          ("gp_regression.py", "gp.png")])
+                                          ("gp_regression.py", "gp.png"), ("adder.py", "adder.png")])
 def test_example_smoke_run_writes_its_plot(name, picture, tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
     out = tmp_path / picture
