@@ -27,7 +27,7 @@ from .ops.linalg import matmul, dot, tensordot, einsum, outer
 from .ops.misc import clone
 from .ops.inplace import add_, sub_, mul_, div_, fill_, zero_, copy_
 
-from . import nn, optim, data, func, viz, amp
+from . import nn, optim, data, func, viz, amp, utils
 from . import fft
 from . import linalg
 from . import distributed     # cheap: mpi4py is imported by init_process_group(), not here

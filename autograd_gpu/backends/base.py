@@ -8,7 +8,7 @@ class Backend:
     """One device's array namespace plus the kernels where NumPy and CuPy differ.
 
     Subclasses define: asarray, to_host, from_dlpack, scalar, synchronize, format, scatter_add, erf, sigmoid, matmul,
-    seed, rand, randn, randint, permutation.
+    seed, get_rng_state, set_rng_state, rand, randn, randint, permutation.
     """
 
     xp = None

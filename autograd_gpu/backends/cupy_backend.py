@@ -224,6 +224,18 @@ class CupyBackend(Backend):
         with self._cuda_device:
             self.rng = self.xp.random.RandomState(seed)
 
+    def get_rng_state(self):
+        """A state set_rng_state() restores. CuPy's RandomState cannot be copied, so the generator is
+        forked: a seed drawn from it (one read) restarts it, and restarting from that seed replays."""
+        with self._cuda_device:
+            seed = int(self.item(self.rng.randint(0, 2 ** 31 - 1, size=(), dtype="int64")))
+            self.rng = self.xp.random.RandomState(seed)
+        return seed
+
+    def set_rng_state(self, state):
+        with self._cuda_device:
+            self.rng = self.xp.random.RandomState(state)
+
     def rand(self, shape, dtype):
         with self._cuda_device:
             return self.rng.random_sample(shape, dtype=np.float64).astype(dtype, copy=False)

@@ -71,6 +71,13 @@ class NumpyBackend(Backend):
     def seed(self, seed):
         self.rng = np.random.default_rng(seed)
 
+    def get_rng_state(self):
+        """A snapshot of the generator that set_rng_state() restores (ag.utils.checkpoint replays with it)."""
+        return self.rng.bit_generator.state
+
+    def set_rng_state(self, state):
+        self.rng.bit_generator.state = state
+
     def rand(self, shape, dtype):
         return self.rng.random(shape, dtype=np.float64).astype(dtype, copy=False)
 

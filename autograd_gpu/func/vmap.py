@@ -49,8 +49,9 @@ class _LogicalArray:
     flags = property(lambda self: self._phys.flags)
 
     def _refuse(self, *args, **kwargs):
-        raise RuntimeError("vmap: an operation read the values of a batched tensor directly (its .data), which "
-                           "vmap cannot batch; write the function with Tensor ops, or move that step outside vmap")
+        raise RuntimeError("vmap: an operation read or wrote the values of a batched tensor directly (its .data: "
+                           "in-place ops and some helpers do), which vmap cannot batch; use out-of-place Tensor "
+                           "ops, or move that step outside vmap")
 
     __getattr__ = __array__ = __getitem__ = __setitem__ = __iter__ = __len__ = __bool__ = _refuse
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __add__ = __sub__ = __mul__ = __truediv__ = _refuse
@@ -410,6 +411,27 @@ def _getitem(cls, args, kwargs):
             return NotImplemented
     nb = len(x._blevels)
     return _wrap(cls.apply(x._bbase, (slice(None),) * nb + tuple(idx), basic), x._blevels)
+
+
+@_rule("ops.indexing:IndexAddInto")
+def _index_add_into(cls, args, kwargs):
+    """getitem's backward, reached when a batched cotangent runs the backward (vmap of a vjp)."""
+    grad, shape, idx, basic = args
+    if not basic:
+        adv = [k for k, i in enumerate(idx) if not (i is None or i is Ellipsis or isinstance(i, (slice, int)))]
+        if adv and adv != list(range(adv[0], adv[0] + len(adv))):
+            return NotImplemented
+    b = _bsizes(grad._blevels)
+    return _wrap(cls.apply(grad._bbase, b + tuple(shape), (slice(None),) * len(b) + tuple(idx), basic),
+                 grad._blevels)
+
+
+@_rule("nn.functional:LogSoftmaxBackward")
+def _log_softmax_backward(cls, args, kwargs):
+    grad, y, dim = args
+    levels = _union((grad, y))
+    return _wrap(cls.apply(_expand(grad, levels, grad.shape), _expand(y, levels, y.shape), dim + len(levels)),
+                 levels)
 
 
 @_rule("ops.indexing:Gather")
