@@ -1,0 +1,510 @@
+"""Recurrent layers with PyTorch's arguments, parameter names, gate orders and initialisation:
+RNN, LSTM, GRU and their single-step cells RNNCell, LSTMCell, GRUCell.
+
+How a layer runs: the input projection of every time step is one matmul up front (x @ W_ih^T + b);
+then one node per layer and direction (_Recurrence) runs the time loop on the backend's arrays, one
+matmul for all gates per step and a few elementwise calls, and its backward runs backpropagation
+through time the same way, with the weight gradient as one matmul over all steps. A node per
+sequence instead of ~15 per step is what makes the Python loop cheap (the engine's per-op cost is
+several microseconds). The step maths is written once, against a small namespace (_Arrays or
+_Tensors): when backward must itself be differentiable (create_graph=True) it reruns the same
+maths on Tensors, so second derivatives work."""
+import math
+import warnings
+
+from ..module import Module
+from ..parameter import Parameter
+from .. import init
+from .. import functional as F
+from ... import creation
+from ...tensor import Tensor
+from ...autograd.function import Function
+from ...autograd.grad_mode import state
+from ...ops.shape import cat, stack
+
+__all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+# --------------------------------------------------------------------------- the two namespaces
+class _Arrays:
+    """The step maths on one backend's arrays (the fast path)."""
+
+    def __init__(self, backend):
+        self.b, self.xp = backend, backend.xp
+
+    def sigmoid(self, a):
+        return self.b.sigmoid(a)
+
+    def tanh(self, a):
+        return self.xp.tanh(a)
+
+    def relu(self, a):
+        return self.xp.maximum(a, 0)
+
+    def cat(self, xs):
+        return self.xp.concatenate(xs, axis=-1)
+
+    def stack(self, xs):
+        return self.xp.stack(xs)
+
+    def zeros_like(self, a):
+        return self.xp.zeros_like(a)
+
+    def t(self, w):
+        return self.xp.ascontiguousarray(w.T)     # h @ w.T with w.T a view is ~3x slower in NumPy's matmul
+
+    def addmm(self, a, h, wt):
+        r = h @ wt
+        r += a                                    # in place: one temporary fewer per step
+        return r
+
+
+class _Tensors:
+    """The same maths on Tensors, recorded (backward with create_graph=True)."""
+    sigmoid, tanh, relu = staticmethod(lambda a: a.sigmoid()), staticmethod(lambda a: a.tanh()), \
+        staticmethod(lambda a: a.relu())
+
+    @staticmethod
+    def cat(xs):
+        return cat(xs, dim=-1)
+
+    @staticmethod
+    def stack(xs):
+        return stack(xs)
+
+    @staticmethod
+    def zeros_like(a):
+        return creation.zeros_like(a)
+
+    @staticmethod
+    def t(w):
+        return w.T
+
+    @staticmethod
+    def addmm(a, h, wt):
+        return a + h @ wt
+
+
+# --------------------------------------------------------------------------- one step, forward and backward
+# Each forward runs the steps in ``steps`` order and returns (outputs by time index, last h, last c,
+# records for backward); each backward walks the records back and returns the gradients of the
+# per-step gate inputs (by time index), of h0, c0, w_hh and b_hh.
+
+def _rnn_forward(L, mode, gx, h, c, w_hh, b_hh, steps):
+    act = L.tanh if mode == "RNN_TANH" else L.relu
+    wt, outs, rec = L.t(w_hh), [None] * len(steps), []
+    for t in steps:
+        h_prev = h
+        h = act(L.addmm(gx[t], h, wt))
+        outs[t] = h
+        rec.append((h, h_prev))
+    return outs, h, None, rec
+
+
+def _rnn_backward(L, mode, rec, steps, dout, dh, dc, w_hh):
+    dgs = [None] * len(steps)
+    for k in range(len(steps) - 1, -1, -1):
+        t = steps[k]
+        h, _ = rec[k]
+        if dout is not None:
+            dh = dh + dout[t]
+        da = dh * (1 - h * h) if mode == "RNN_TANH" else dh * (h > 0)
+        dgs[t] = da
+        dh = da @ w_hh
+    return dgs, dgs, dh, None
+
+
+def _lstm_forward(L, mode, gx, h, c, w_hh, b_hh, steps):
+    H = h.shape[-1]
+    wt, outs, rec = L.t(w_hh), [None] * len(steps), []
+    for t in steps:
+        a = L.addmm(gx[t], h, wt)                           # gates i, f, g, o
+        s = L.sigmoid(a)                                    # on all four: one call beats three slices
+        i, f, o = s[:, :H], s[:, H:2 * H], s[:, 3 * H:]
+        g = L.tanh(a[:, 2 * H:3 * H])
+        c_prev, h_prev = c, h
+        c = f * c + i * g
+        tc = L.tanh(c)
+        h = o * tc
+        outs[t] = h
+        rec.append((i, f, g, o, tc, c_prev, h_prev))
+    return outs, h, c, rec
+
+
+def _lstm_backward(L, mode, rec, steps, dout, dh, dc, w_hh):
+    dgs = [None] * len(steps)
+    for k in range(len(steps) - 1, -1, -1):
+        t = steps[k]
+        i, f, g, o, tc, c_prev, _ = rec[k]
+        if dout is not None:
+            dh = dh + dout[t]
+        dc = dc + dh * o * (1 - tc * tc)
+        da = L.cat([dc * g * i * (1 - i), dc * c_prev * f * (1 - f), dc * i * (1 - g * g), dh * tc * o * (1 - o)])
+        dc = dc * f
+        dgs[t] = da
+        dh = da @ w_hh
+    return dgs, dgs, dh, dc
+
+
+def _gru_forward(L, mode, gx, h, c, w_hh, b_hh, steps):
+    H = h.shape[-1]
+    wt, outs, rec = L.t(w_hh), [None] * len(steps), []
+    for t in steps:
+        x = gx[t]
+        gh = h @ wt if b_hh is None else L.addmm(b_hh, h, wt)
+        rz = L.sigmoid(x[:, :2 * H] + gh[:, :2 * H])
+        r, z = rz[:, :H], rz[:, H:]
+        ghn = gh[:, 2 * H:]
+        n = L.tanh(x[:, 2 * H:] + r * ghn)                 # PyTorch's n: r multiplies W_hn h + b_hn
+        h_prev = h
+        h = n + z * (h - n)                                 # (1 - z) * n + z * h
+        outs[t] = h
+        rec.append((r, z, n, ghn, h_prev))
+    return outs, h, None, rec
+
+
+def _gru_backward(L, mode, rec, steps, dout, dh, dc, w_hh):
+    dgx, dgh = [None] * len(steps), [None] * len(steps)
+    for k in range(len(steps) - 1, -1, -1):
+        t = steps[k]
+        r, z, n, ghn, h_prev = rec[k]
+        if dout is not None:
+            dh = dh + dout[t]
+        dn = dh * (1 - z) * (1 - n * n)
+        dr = dn * ghn * r * (1 - r)
+        dz = dh * (h_prev - n) * z * (1 - z)
+        dgx[t] = L.cat([dr, dz, dn])
+        dgh[t] = L.cat([dr, dz, dn * r])
+        dh = dh * z + dgh[t] @ w_hh
+    return dgx, dgh, dh, None
+
+
+_STEP = {"RNN_TANH": (_rnn_forward, _rnn_backward), "RNN_RELU": (_rnn_forward, _rnn_backward),
+         "LSTM": (_lstm_forward, _lstm_backward), "GRU": (_gru_forward, _gru_backward)}
+
+
+class _Recurrence(Function):
+    """One layer and direction over a whole sequence: gx (T, B, gates*H) the input projections,
+    h0 (B, H), c0 (B, H) for LSTM else None, w_hh (gates*H, H), b_hh (GRU's, else folded into gx)
+    -> (output (T, B, H), h_n[, c_n])."""
+
+    @staticmethod
+    def forward(ctx, mode, gx, h0, c0, w_hh, b_hh, reverse):
+        T = gx.shape[0]                                     # > 0: the layers refuse empty sequences
+        ctx.mode, ctx.steps = mode, range(T - 1, -1, -1) if reverse else range(T)
+        L = _Arrays(ctx.device._backend or ctx.device.backend)
+        outs, h, c, ctx.rec = _STEP[mode][0](L, mode, gx.data, h0.data, None if c0 is None else c0.data, w_hh.data,
+                                             None if b_hh is None else b_hh.data, ctx.steps)
+        ctx.save_for_backward(gx, h0, c0, w_hh, b_hh)
+        out = ctx.wrap(L.stack(outs))
+        h = ctx.wrap(h.copy())                              # its own memory, not a view of out
+        return (out, h) if c0 is None else (out, h, ctx.wrap(c.copy()))
+
+    @staticmethod
+    def backward(ctx, dout, dh, dc=None):
+        gx, h0, c0, w_hh, b_hh = ctx.saved_tensors
+        mode, steps = ctx.mode, ctx.steps
+        forward, back = _STEP[mode]
+        if state.enabled:         # create_graph: redo the forward on Tensors so the gradient is differentiable
+            L, w = _Tensors, w_hh
+            rec = forward(L, mode, gx, h0, c0, w_hh, b_hh, steps)[3]
+        else:
+            backend = ctx.device._backend or ctx.device.backend
+            L, w, rec = _Arrays(backend), w_hh.data, ctx.rec
+            dout, dh, dc = (None if g is None else g.data for g in (dout, dh, dc))
+        dh = L.zeros_like(h0 if L is _Tensors else h0.data) if dh is None else dh
+        if c0 is not None and dc is None:
+            dc = L.zeros_like(c0 if L is _Tensors else c0.data)
+        dgx, dgh, dh, dc = back(L, mode, rec, steps, dout, dh, dc, w)
+        dgx_all = L.stack(dgx)
+        dgh_all = dgx_all if dgh is dgx else L.stack(dgh)
+        need = ctx.needs_input_grad
+        dw = db = None
+        if need[4]:                             # sum over steps of dgates_t^T @ h_{t-1}: one matmul
+            hp = [None] * len(steps)
+            for k, t in enumerate(steps):
+                hp[t] = rec[k][-1]
+            hp = L.stack(hp)
+            dw = dgh_all.reshape(-1, dgh_all.shape[-1]).T @ hp.reshape(-1, hp.shape[-1])
+        if b_hh is not None and need[5]:
+            db = dgh_all.reshape(-1, dgh_all.shape[-1]).sum(0)
+        grads = (dgx_all, dh, dc, dw, db)
+        if L is not _Tensors:
+            grads = tuple(None if g is None else ctx.wrap(g) for g in grads)
+        grads = tuple(g if n else None for g, n in zip(grads, need[1:6]))
+        return (None,) + grads + (None,)
+
+
+# --------------------------------------------------------------------------- checks
+def _check_input(name, x, input_size, batched_dims):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name}: expected the input to be a Tensor, got {type(x).__name__}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"{name}: expected a floating-point input, got dtype {x.dtype}")
+    if x.ndim not in (batched_dims - 1, batched_dims):
+        raise ValueError(f"{name}: expected a {batched_dims - 1}-D (unbatched) or {batched_dims}-D (batched) input, "
+                         f"got shape {tuple(x.shape)}")
+    if x.shape[0] == 0 or (x.ndim == batched_dims and x.shape[1] == 0):
+        raise ValueError(f"{name}: expected a non-empty input, got shape {tuple(x.shape)}")
+    if x.shape[-1] != input_size:
+        raise ValueError(f"{name}: input has {x.shape[-1]} features (shape {tuple(x.shape)}), expected "
+                         f"input_size={input_size}")
+
+
+def _check_state(name, what, h, shape, x):
+    if not isinstance(h, Tensor):
+        raise TypeError(f"{name}: expected {what} to be a Tensor, got {type(h).__name__}")
+    if tuple(h.shape) != tuple(shape):
+        raise ValueError(f"{name}: expected {what} of shape {tuple(shape)}, got {tuple(h.shape)}")
+    if h.dtype != x.dtype:
+        raise TypeError(f"{name}: expected {what} of dtype {x.dtype} (the input's), got {h.dtype}")
+
+
+def _check_sizes(name, input_size, hidden_size):
+    for what, v in (("input_size", input_size), ("hidden_size", hidden_size)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{name}: {what} must be a positive int, got {v!r}")
+
+
+def _check_nonlinearity(name, nonlinearity):
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"{name}: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
+    return "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+
+
+# --------------------------------------------------------------------------- the layers
+class RNNBase(Module):
+    """The shared parts of RNN, LSTM and GRU: parameters per layer and direction named as in PyTorch
+    (weight_ih_l{k}[_reverse], weight_hh_l{k}, bias_ih_l{k}, bias_hh_l{k}), all drawn from
+    U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), and the loop over layers and directions."""
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__()
+        name = type(self).__name__
+        _check_sizes(name, input_size, hidden_size)
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"{name}: num_layers must be a positive int, got {num_layers!r}")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
+            raise ValueError(f"{name}: dropout must be a number in [0, 1], got {dropout!r}")
+        if proj_size:
+            raise ValueError(f"{name}: proj_size is not supported (got {proj_size!r})")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn(f"{name}: dropout={dropout} acts between layers, so with num_layers=1 it does nothing",
+                          UserWarning, stacklevel=3)
+        self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size = bidirectional, 0
+        kw, gates = {"device": device, "dtype": dtype}, _GATES[mode] * hidden_size
+        dirs = 2 if bidirectional else 1
+        for layer in range(num_layers):
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                fan = input_size if layer == 0 else hidden_size * dirs
+                setattr(self, "weight_ih" + sfx, Parameter(creation.empty(gates, fan, **kw)))
+                setattr(self, "weight_hh" + sfx, Parameter(creation.empty(gates, hidden_size, **kw)))
+                if bias:
+                    setattr(self, "bias_ih" + sfx, Parameter(creation.empty(gates, **kw)))
+                    setattr(self, "bias_hh" + sfx, Parameter(creation.empty(gates, **kw)))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def flatten_parameters(self):
+        """A no-op, for code written for PyTorch's cuDNN path."""
+
+    def _weights(self, layer, d):
+        sfx = f"_l{layer}" + ("_reverse" if d else "")
+        get = lambda n: getattr(self, n + sfx, None)  # noqa: E731
+        return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")
+
+    def _run(self, x, h0, c0):
+        """x (T, B, F), h0 and c0 (layers*dirs, B, H) or None -> (output (T, B, dirs*H), h_n, c_n or None)."""
+        dirs, lstm, B = 2 if self.bidirectional else 1, self.mode == "LSTM", x.shape[1]
+        zero = None
+        if h0 is None or (lstm and c0 is None):
+            zero = creation.zeros(B, self.hidden_size, dtype=x.dtype, device=x.device)
+        hs, cs, inp = [], [], x
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                k = layer * dirs + d
+                b_x = b_ih if b_ih is None or self.mode == "GRU" else b_ih + b_hh   # GRU keeps b_hn inside r*()
+                gx = F.linear(inp, w_ih, b_x)
+                res = _Recurrence.apply(self.mode, gx, zero if h0 is None else h0[k],
+                                        (zero if c0 is None else c0[k]) if lstm else None,
+                                        w_hh, b_hh if self.mode == "GRU" else None, bool(d))
+                outs.append(res[0])
+                hs.append(res[1])
+                if lstm:
+                    cs.append(res[2])
+            inp = outs[0] if dirs == 1 else cat(outs, dim=-1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                inp = F.dropout(inp, self.dropout, True)
+        return inp, stack(hs), stack(cs) if lstm else None
+
+    def forward(self, input, hx=None):
+        name, lstm = type(self).__name__, self.mode == "LSTM"
+        _check_input(name, input, self.input_size, 3)
+        batched = input.ndim == 3
+        x = input if batched else input.unsqueeze(1)
+        if batched and self.batch_first:
+            x = x.transpose(0, 1)
+        h0 = c0 = None
+        if hx is not None:
+            if lstm:
+                if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+                    raise TypeError(f"{name}: expected hx to be a tuple (h0, c0), got {type(hx).__name__}")
+                h0, c0 = hx
+            else:
+                h0 = hx
+            layers = self.num_layers * (2 if self.bidirectional else 1)
+            shape = (layers, x.shape[1], self.hidden_size) if batched else (layers, self.hidden_size)
+            for what, h in (("h0", h0), ("c0", c0)) if lstm else (("h0", h0),):
+                _check_state(name, what, h, shape, x)
+            if not batched:
+                h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1) if lstm else None
+        out, h_n, c_n = self._run(x, h0, c0)
+        if batched and self.batch_first:
+            out = out.transpose(0, 1)
+        if not batched:
+            out, h_n, c_n = out.squeeze(1), h_n.squeeze(1), c_n.squeeze(1) if lstm else None
+        return (out, (h_n, c_n)) if lstm else (out, h_n)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.mode in ("RNN_TANH", "RNN_RELU") and self.mode != "RNN_TANH":
+            s += ", nonlinearity='relu'"
+        for k, default in (("num_layers", 1), ("bias", True), ("batch_first", False), ("dropout", 0.0),
+                           ("bidirectional", False)):
+            if getattr(self, k) != default:
+                s += f", {k}={getattr(self, k)}"
+        return s
+
+
+class RNN(RNNBase):
+    """Elman RNN: h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (or relu with nonlinearity='relu').
+    forward(input, h0=None) -> (output, h_n); input (T, B, input_size), (B, T, input_size) with
+    batch_first=True, or (T, input_size) unbatched; h0 and h_n (num_layers * dirs, B, hidden_size)."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        mode = _check_nonlinearity("RNN", nonlinearity)
+        self.nonlinearity = nonlinearity
+        super().__init__(mode, input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         device=device, dtype=dtype)
+
+
+class LSTM(RNNBase):
+    """Long short-term memory, gates in PyTorch's order i, f, g, o (weight_ih_l0 is (4*hidden, input)).
+    forward(input, (h0, c0)=None) -> (output, (h_n, c_n)); shapes as in RNN."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device=device, dtype=dtype)
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit, gates r, z, n as in PyTorch (n = tanh(W_in x + b_in + r * (W_hn h + b_hn)),
+    h' = (1 - z) * n + z * h). forward(input, h0=None) -> (output, h_n); shapes as in RNN."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         device=device, dtype=dtype)
+
+
+# --------------------------------------------------------------------------- the cells
+class RNNCellBase(Module):
+    """One step of a recurrent layer: weight_ih (gates*hidden, input), weight_hh (gates*hidden, hidden),
+    bias_ih, bias_hh, drawn from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)); input (B, input_size)
+    or (input_size,) unbatched."""
+
+    def __init__(self, mode, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__()
+        _check_sizes(type(self).__name__, input_size, hidden_size)
+        self.mode, self.input_size, self.hidden_size, self.bias = mode, input_size, hidden_size, bias
+        kw, gates = {"device": device, "dtype": dtype}, _GATES[mode] * hidden_size
+        self.weight_ih = Parameter(creation.empty(gates, input_size, **kw))
+        self.weight_hh = Parameter(creation.empty(gates, hidden_size, **kw))
+        if bias:
+            self.bias_ih = Parameter(creation.empty(gates, **kw))
+            self.bias_hh = Parameter(creation.empty(gates, **kw))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    reset_parameters = RNNBase.reset_parameters
+
+    def _step(self, input, states):
+        """(h', [c']) for input (B, F) or (F,) and the states (each (B, H) or (H,), None for zeros)."""
+        name = type(self).__name__
+        _check_input(name, input, self.input_size, 2)
+        batched = input.ndim == 2
+        x = input if batched else input.unsqueeze(0)
+        shape = (x.shape[0], self.hidden_size) if batched else (self.hidden_size,)
+        given = []
+        for what, h in states:
+            if h is None:
+                h = creation.zeros(*shape, dtype=x.dtype, device=x.device)
+            else:
+                _check_state(name, what, h, shape, x)
+            given.append(h if batched else h.unsqueeze(0))
+        b_ih, b_hh = self.bias_ih, self.bias_hh
+        b_x = b_ih if b_ih is None or self.mode == "GRU" else b_ih + b_hh
+        gx = F.linear(x, self.weight_ih, b_x).unsqueeze(0)
+        res = _Recurrence.apply(self.mode, gx, given[0], given[1] if len(given) > 1 else None, self.weight_hh,
+                                b_hh if self.mode == "GRU" else None, False)
+        out = res[1:]
+        return out if batched else tuple(o.squeeze(0) for o in out)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.mode == "RNN_RELU":
+            s += ", nonlinearity='relu'"
+        return s
+
+
+class RNNCell(RNNCellBase):
+    """h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (or relu). forward(input, hx=None) -> h'."""
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
+        mode = _check_nonlinearity("RNNCell", nonlinearity)
+        self.nonlinearity = nonlinearity
+        super().__init__(mode, input_size, hidden_size, bias, device=device, dtype=dtype)
+
+    def forward(self, input, hx=None):
+        return self._step(input, [("hx", hx)])[0]
+
+
+class LSTMCell(RNNCellBase):
+    """One LSTM step (gates i, f, g, o). forward(input, (h, c)=None) -> (h', c')."""
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, bias, device=device, dtype=dtype)
+
+    def forward(self, input, hx=None):
+        if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
+            raise TypeError(f"LSTMCell: expected hx to be a tuple (h, c), got {type(hx).__name__}")
+        h, c = (None, None) if hx is None else hx
+        return self._step(input, [("h", h), ("c", c)])
+
+
+class GRUCell(RNNCellBase):
+    """One GRU step (gates r, z, n as in GRU). forward(input, hx=None) -> h'."""
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, bias, device=device, dtype=dtype)
+
+    def forward(self, input, hx=None):
+        return self._step(input, [("hx", hx)])[0]
