@@ -403,3 +403,6 @@ WORKLOADS = {
     "matmul_1024": matmul_1024,
     "deep_chain": deep_chain,
 }
+
+from benchmarks.vmap_bench import per_example_grads  # noqa: E402  (registered here, defined there)
+WORKLOADS["per_example_grads"] = per_example_grads
