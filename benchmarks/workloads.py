@@ -404,5 +404,14 @@ WORKLOADS = {
     "deep_chain": deep_chain,
 }
 
+# workloads kept in their own modules register here (imported last: they take helpers from this one)
+from benchmarks.transformer_bench import WORKLOADS as _TRANSFORMER  # noqa: E402
+
+WORKLOADS.update(_TRANSFORMER)
+
 from benchmarks.vmap_bench import per_example_grads  # noqa: E402  (registered here, defined there)
 WORKLOADS["per_example_grads"] = per_example_grads
+
+from benchmarks.rnn_bench import WORKLOADS as _RNN  # noqa: E402
+
+WORKLOADS.update(_RNN)
