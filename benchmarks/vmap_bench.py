@@ -14,12 +14,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import autograd_gpu as ag  # noqa: E402
-from benchmarks.workloads import _torch, _rng, _xp  # noqa: E402
 
 SIZES = {"full": (256, 64, 128, 10), "quick": (256, 64, 128, 10), "tiny": (8, 6, 5, 3)}
 
 
 def _problem(device, scale, batch=None):
+    from benchmarks.workloads import _rng       # here, not at the top: workloads imports this module
     n, d_in, hidden, classes = SIZES[scale]
     n = batch or n
     rng = _rng(7)
@@ -51,6 +51,7 @@ def _ours(device, a):
 
 def _by_hand(device, a):
     """The same per-example gradients on arrays: one batched pass, outer products per example."""
+    from benchmarks.workloads import _xp
     xp = _xp(device)
     w1, b1, w2, b2, x, y = (xp.asarray(a[k]) for k in ("w1", "b1", "w2", "b2", "x", "y"))
     n = x.shape[0]
@@ -71,6 +72,7 @@ def _by_hand(device, a):
 
 def per_example_grads(device, scale):
     """Per-example gradients (w1, b1, w2, b2) of a 2-layer MLP 64-128-10 with cross-entropy, batch 256."""
+    from benchmarks.workloads import _torch
     a, (n, d_in, hidden, classes) = _problem(device, scale)
     batched, _ = _ours(device, a)
     steps = {"ours": batched, "numpy": _by_hand(device, a)}
