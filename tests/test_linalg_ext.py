@@ -359,3 +359,16 @@ def test_linalg_ops_and_their_backward_make_no_device_to_host_transfer():
     if counter is not None:
         assert log.d2h == 0, log.events
     assert np.isfinite(a.grad.numpy()).all()
+
+
+def test_det_gradient_at_a_singular_matrix_raises_instead_of_returning_nan():
+    x = ag.tensor(np.array([[1.0, 2.0], [0.0, 0.0]]), requires_grad=True)
+    d = L.det(x)
+    with pytest.raises(ValueError, match="det backward: the gradient needs A\\^-1 and this A is singular"):
+        d.backward()
+
+
+def test_lstsq_of_a_rank_deficient_matrix_points_to_pinv():
+    a = ag.tensor(np.outer([1.0, 2.0, 3.0], [1.0, -1.0]))
+    with pytest.raises(ValueError, match=r"lstsq: a does not have full rank.*pinv\(a\) @ b"):
+        L.lstsq(a, ag.ones(3, dtype=ag.float64))

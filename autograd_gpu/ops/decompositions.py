@@ -13,6 +13,8 @@ from ..tensor import Tensor
 from .shape import cat
 from .solvers import _matrix, _tril, Solve
 
+_RANK = "the gradient of QR needs a of full rank (R's diagonal non-zero), and this a is rank-deficient"
+
 __all__ = ["qr", "eigh", "svd", "svdvals"]
 
 
@@ -36,7 +38,7 @@ def _qr_grad(q, r, gq, gr):
     M = R gR^T - gQ^T Q and copyltu(M) the symmetric matrix with M's lower triangle."""
     mm = r @ gr.mT - gq.mT @ q
     sym = _tril(mm) + _tril(mm, -1).mT
-    return Solve.apply(r, (gq + q @ sym).mT, "qr backward").mT
+    return Solve.apply(r, (gq + q @ sym).mT, "qr backward", _RANK).mT
 
 
 class Qr(Function):

@@ -56,15 +56,19 @@ def _all_finite(xp, y, nd=2):
 
 
 _SINGULAR = "the matrix is singular (or has inf/NaN entries); NumPy raises LinAlgError here"
+_SINGULAR_GRAD = ("the gradient needs A^-1 and this A is singular (for det PyTorch returns the adjugate "
+                  "here; this library raises rather than return inf/NaN)")
+_RANK = ("a does not have full rank (a triangular factor of its QR is singular); NumPy's SVD-based lstsq "
+         "returns the minimum-norm solution here: use pinv(a) @ b")
 
 
 # --------------------------------------------------------------------------- inv
 class Inv(Function):
     @staticmethod
-    def forward(ctx, a, op):
+    def forward(ctx, a, op, what=_SINGULAR):
         backend = _backend(ctx)
         y = backend.linalg_or_nan("inv", a.data)
-        _check_each(backend, _all_finite(ctx.xp, y), op, _SINGULAR, a.shape[:-2])
+        _check_each(backend, _all_finite(ctx.xp, y), op, what, a.shape[:-2])
         y = ctx.wrap(y)
         ctx.save_for_backward(y)
         return y
@@ -73,7 +77,7 @@ class Inv(Function):
     def backward(ctx, grad):
         y, = ctx.saved_tensors          # d(A^-1) = -A^-1 dA A^-1
         yt = y.mT
-        return -(yt @ grad @ yt), None
+        return -(yt @ grad @ yt), None, None
 
 
 def inv(a):
@@ -86,29 +90,29 @@ class Solve(Function):
     """X with A X = B, for A (..., n, n) and B (..., n, k) of one batch shape."""
 
     @staticmethod
-    def forward(ctx, a, b, op):
+    def forward(ctx, a, b, op, what=_SINGULAR):
         backend = _backend(ctx)
         x = backend.linalg_or_nan("solve", a.data, b.data)
-        _check_each(backend, _all_finite(ctx.xp, x), op, _SINGULAR, a.shape[:-2])
+        _check_each(backend, _all_finite(ctx.xp, x), op, what, a.shape[:-2])
         x = ctx.wrap(x)
-        ctx.op = op
+        ctx.op, ctx.what = op, what
         ctx.save_for_backward(a, x)
         return x
 
     @staticmethod
     def backward(ctx, grad):
         a, x = ctx.saved_tensors          # dX = A^-1 (dB - dA X)
-        gb = Solve.apply(a.mT, grad, ctx.op)
+        gb = Solve.apply(a.mT, grad, ctx.op, ctx.what)
         ga = -(gb @ x.mT) if ctx.needs_input_grad[0] else None
-        return ga, (gb if ctx.needs_input_grad[1] else None), None
+        return ga, (gb if ctx.needs_input_grad[1] else None), None, None
 
 
-def _solve(a, b, op):
+def _solve(a, b, op, what=_SINGULAR):
     """solve on a checked square a (..., n, n) and b (..., n, k): batch dims broadcast."""
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], op=op)
     a = a if a.shape[:-2] == batch else broadcast_to(a, batch + a.shape[-2:])
     b = b if b.shape[:-2] == batch else broadcast_to(b, batch + b.shape[-2:])
-    return Solve.apply(a, b, op)
+    return Solve.apply(a, b, op, what)
 
 
 def solve(a, b):
@@ -145,7 +149,7 @@ class Det(Function):
     def backward(ctx, grad):
         a, d = ctx.saved_tensors          # d det(A) = det(A) tr(A^-1 dA): Jacobi's formula
         g = (grad * d).reshape(d.shape + (1, 1))
-        return g * inv(a).mT
+        return g * Inv.apply(a, "det backward", _SINGULAR_GRAD).mT
 
 
 def det(a):
@@ -164,7 +168,7 @@ class LogAbsDet(Function):
     @staticmethod
     def backward(ctx, gsign, glog):
         a, = ctx.saved_tensors            # d log|det A| = tr(A^-1 dA); the sign is piecewise constant
-        return glog.reshape(glog.shape + (1, 1)) * inv(a).mT
+        return glog.reshape(glog.shape + (1, 1)) * Inv.apply(a, "slogdet backward", _SINGULAR_GRAD).mT
 
 
 def slogdet(a):
@@ -232,11 +236,28 @@ def lstsq(a, b):
     b = b.reshape(m, 1) if vec else b
     if m >= n:                       # a = QR: x = R^-1 Q^T b
         q, r = qr(a)
-        x = _solve(r, q.mT @ b, "lstsq")
+        _check_full_rank(r, max(m, n), "lstsq")
+        x = _solve(r, q.mT @ b, "lstsq", _RANK)
     else:                            # a^T = QR: the minimum-norm x = Q R^-T b
         q, r = qr(a.mT)
-        x = q @ _solve(r.mT, b, "lstsq")
+        _check_full_rank(r, max(m, n), "lstsq")
+        x = q @ _solve(r.mT, b, "lstsq", _RANK)
     return x.reshape(x.shape[:-1]) if vec else x
+
+
+def _check_full_rank(r, size, op):
+    """Device-side: R's diagonal has no entry below max(m, n) * eps * its largest (matrix_rank's
+    tolerance, on QR's diagonal): in floating point a rank-deficient a rarely gives an exact 0 there."""
+    backend = get_backend(r.device)
+    k = r.shape[-1]
+    if k == 0:
+        return
+
+    def ok(xp, data):
+        d = xp.abs(xp.diagonal(data, axis1=-2, axis2=-1))
+        tol = d.max(axis=-1, keepdims=True) * (size * float(xp.finfo(data.dtype).eps))
+        return (d > tol).all(axis=-1)
+    _check_each(backend, backend.call(ok, backend.xp, r.data), op, _RANK, r.shape[:-2])
 
 
 class Pinv(Function):
