@@ -372,3 +372,11 @@ def test_lstsq_of_a_rank_deficient_matrix_points_to_pinv():
     a = ag.tensor(np.outer([1.0, 2.0, 3.0], [1.0, -1.0]))
     with pytest.raises(ValueError, match=r"lstsq: a does not have full rank.*pinv\(a\) @ b"):
         L.lstsq(a, ag.ones(3, dtype=ag.float64))
+
+
+def test_under_autocast_float16_inputs_run_in_float32():
+    a = ag.tensor(_spd(_rand(3, 3)), dtype=ag.float16)
+    with ag.amp.autocast("cpu"):
+        low = L.cholesky(a)
+    assert low.dtype == ag.float32
+    np.testing.assert_allclose(low.numpy(), np.linalg.cholesky(a.numpy().astype(np.float32)), rtol=1e-5)

@@ -10,14 +10,16 @@ from ..backends import get_backend
 from ..tensor import Tensor
 from .shape import broadcast_shapes, broadcast_to
 from ._util import as_tensor
+from ..amp import cast_float32
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "lstsq", "pinv"]
 
 
 # --------------------------------------------------------------------------- argument checks
 def _matrix(x, op, square=True, what="input"):
-    """x as a float Tensor of at least 2 dims (square ones when ``square``), or a clear error."""
-    x = as_tensor(x, op)
+    """x as a float Tensor of at least 2 dims (square ones when ``square``), or a clear error; under
+    autocast float16 goes up to float32 (LAPACK has no float16; PyTorch's autocast does the same)."""
+    x, = cast_float32(as_tensor(x, op))
     if x.dtype.kind != "f" or x.dtype.itemsize < 4:
         raise TypeError(f"{op}: expected a float32 or float64 tensor, got {x.dtype}; convert it with .to(ag.float64)")
     if x.ndim < 2:
@@ -119,7 +121,7 @@ def solve(a, b):
     """X with a @ X = b: b of shape (..., n, k), or (n,) for one right-hand side vector (NumPy 2's
     rule: b is a vector only when 1-D); batch dims broadcast."""
     a = _matrix(a, "solve", what="a")
-    b = as_tensor(b, "solve", like=a)
+    b, = cast_float32(as_tensor(b, "solve", like=a))
     if b.dtype != a.dtype:
         raise TypeError(f"solve: expected a and b of one dtype, got {a.dtype} and {b.dtype}")
     n = a.shape[-1]
@@ -227,7 +229,7 @@ def lstsq(a, b):
     solution there; use pinv(a) @ b for that)."""
     from .decompositions import qr
     a = _matrix(a, "lstsq", square=False, what="a")
-    b = as_tensor(b, "lstsq", like=a)
+    b, = cast_float32(as_tensor(b, "lstsq", like=a))
     m, n = a.shape[-2:]
     if b.ndim == 0 or b.shape[-1 if b.ndim == 1 else -2] != m:
         raise ValueError(f"lstsq: b of shape {b.shape} does not match a of shape {a.shape}: expected b of shape "
