@@ -212,6 +212,14 @@ def test_ordered_ops_refuse_complex(op, device):
         op(z)
 
 
+def test_backward_of_a_complex_scalar_needs_grad():
+    z = ag.tensor(1 + 2j, requires_grad=True)
+    with pytest.raises(RuntimeError, match="real scalar"):
+        (z * z).backward()
+    (z * z).backward(ag.tensor(1 + 0j))
+    np.testing.assert_allclose(z.grad.numpy(), np.conj(2 * (1 + 2j)))
+
+
 def test_errors_name_the_op():
     z = ag.tensor([1 + 1j, 2j])
     with pytest.raises(TypeError, match="rfft: expected a real input tensor, got complex64"):

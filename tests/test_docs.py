@@ -28,6 +28,7 @@ SECTIONS = {
     ag.viz: "`ag.viz`",
     ag.cuda: "`ag.cuda`",
     ag.linalg: "`ag.linalg`",
+    ag.fft: "`ag.fft`",
     ag.utils: "`ag.utils`",
 }
 

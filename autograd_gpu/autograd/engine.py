@@ -68,6 +68,9 @@ def _check_root(t, g, where):
         if t.data.size != 1:
             raise RuntimeError(f"{where}: grad can be omitted only for a tensor with one element; got shape "
                                f"{t.shape}; pass grad= (a tensor of that shape), e.g. ag.ones_like(y)")
+        if t.data.dtype.kind == "c":          # as PyTorch: a complex "loss" is almost always a mistake
+            raise RuntimeError(f"{where}: grad can be omitted only for a real scalar, got {t.dtype}; "
+                               "take a real loss (e.g. .abs(), .real) or pass grad=")
         return t._ones_like()
     if not isinstance(g, Tensor):
         g = make_tensor(g, dtype=t.dtype, device=t.device)
