@@ -23,7 +23,8 @@ def test_micrograd_scalar_example_prints_expected_gradients(capsys, monkeypatch)
 
 @pytest.mark.parametrize("name,picture", [("train_mlp.py", "mlp.png"), ("train_cnn.py", "cnn.png"),
                                           ("micrograd_moons.py", "moons.png"), ("fit_sin.py", "fit.png"),
-                                          ("gp_regression.py", "gp.png"), ("adder.py", "adder.png")])
+                                          ("gp_regression.py", "gp.png"), ("adder.py", "adder.png"),
+                                          ("char_lm.py", "char_lm.png")])
 def test_example_smoke_run_writes_its_plot(name, picture, tmp_path, capsys, monkeypatch):
     pytest.importorskip("matplotlib")
     out = tmp_path / picture
@@ -44,3 +45,17 @@ def test_example_asked_for_cuda_without_it_prints_one_error_line_and_exits_2():
     assert done.returncode == 2
     assert "CuPy" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) < 5 and done.stderr.startswith("error: ")
+
+
+def test_char_lm_transformer_smoke_run_and_generate(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "char_lm.png"
+    ns = run_example("char_lm.py", ["--smoke", "--model", "transformer", "--out", str(out)], monkeypatch)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "validation loss" in capsys.readouterr().out
+    vocab = ns["Vocab"]()
+    for model in (ns["LSTMLM"](vocab, 8, 16, 1, 0.0), ns["TransformerLM"](vocab, 16, 2, 1, 8, 0.0)):
+        s = ns["generate"](model, "def f", 12, temperature=0.0)
+        assert s.startswith("def f") and len(s) == 17
+        assert s == ns["generate"](model, "def f", 12, temperature=0.0)          # greedy is deterministic
+        a, b = (ns["generate"](model, "x", 20, temperature=1.0, top_k=3, seed=1) for _ in range(2))
+        assert a == b and len(a) == 21
