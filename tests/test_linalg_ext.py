@@ -380,3 +380,11 @@ def test_under_autocast_float16_inputs_run_in_float32():
         low = L.cholesky(a)
     assert low.dtype == ag.float32
     np.testing.assert_allclose(low.numpy(), np.linalg.cholesky(a.numpy().astype(np.float32)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [lambda x: L.eigh(x)[0], lambda x: L.svd(x)[1], L.svdvals, L.pinv],
+                         ids=["eigh", "svd", "svdvals", "pinv"])
+def test_nan_input_to_a_decomposition_is_a_value_error(fn, device):
+    x = ag.tensor(np.full((2, 3, 3), np.nan), device=device)
+    with pytest.raises(ValueError, match="did not converge: the input has inf/NaN entries"):
+        fn(x).numpy()

@@ -9,9 +9,8 @@ well-defined gradient there: its backward never forms those terms.
 from ..autograd.function import Function
 from ..autograd.grad_mode import is_grad_enabled
 from ..creation import eye
-from ..tensor import Tensor
 from .shape import cat
-from .solvers import _matrix, _tril, Solve
+from .solvers import _matrix, _tril, _lapack, _check_finite, Solve
 
 _RANK = "the gradient of QR needs a of full rank (R's diagonal non-zero), and this a is rank-deficient"
 
@@ -75,7 +74,8 @@ class Eigh(Function):
 
     @staticmethod
     def forward(ctx, a):
-        w, v = ctx.xp.linalg.eigh(a.data, UPLO="L")
+        w, v = _lapack(ctx, "eigh", "eigh", a, UPLO="L")
+        _check_finite(ctx, w, "eigh")
         w, v = ctx.wrap(w), ctx.wrap(v)
         ctx.save_for_backward(w, v)
         return w, v
@@ -110,7 +110,8 @@ class Svd(Function):
 
     @staticmethod
     def forward(ctx, a):
-        u, s, vh = ctx.xp.linalg.svd(a.data, full_matrices=False)
+        u, s, vh = _lapack(ctx, "svd", "svd", a, full_matrices=False)
+        _check_finite(ctx, s, "svd")
         u, s, vh = ctx.wrap(u), ctx.wrap(s), ctx.wrap(vh)
         ctx.save_for_backward(u, s, vh)
         return u, s, vh
@@ -159,6 +160,14 @@ def svdvals(a):
     a = _matrix(a, "svdvals", square=False)
     if a.requires_grad and is_grad_enabled():
         return Svd.apply(a)[1]
-    backend = a.device._backend or a.device.backend
-    s = backend.call(backend.xp.linalg.svd, a.data, compute_uv=False)
-    return Tensor._make(s, a.device)
+    return _Svdvals.apply(a)
+
+
+class _Svdvals(Function):
+    """S alone, for a call that records no gradient (svdvals routes gradients through Svd)."""
+
+    @staticmethod
+    def forward(ctx, a):
+        s = _lapack(ctx, "svd", "svdvals", a, compute_uv=False)
+        _check_finite(ctx, s, "svdvals")
+        return ctx.wrap(s)

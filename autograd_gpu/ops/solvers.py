@@ -62,6 +62,23 @@ _SINGULAR_GRAD = ("the gradient needs A^-1 and this A is singular (for det PyTor
                   "here; this library raises rather than return inf/NaN)")
 _RANK = ("a does not have full rank (a triangular factor of its QR is singular); NumPy's SVD-based lstsq "
          "returns the minimum-norm solution here: use pinv(a) @ b")
+_NAN = "did not converge: the input has inf/NaN entries (NumPy raises LinAlgError here)"
+
+
+def _lapack(ctx, name, op, a, **kwargs):
+    """xp.linalg.<name>(a.data, **kwargs) with NumPy's LinAlgError (no convergence: inf/NaN input) as
+    a ValueError naming the op; CuPy returns NaN there instead, which the caller's check on the
+    (small) eigenvalue / singular value array reports at the next synchronization."""
+    xp = ctx.xp
+    try:
+        return getattr(xp.linalg, name)(a.data, **kwargs)
+    except xp.linalg.LinAlgError:
+        raise ValueError(f"{op}: {_NAN}") from None
+
+
+def _check_finite(ctx, values, op):
+    backend = ctx.device._backend or ctx.device.backend
+    _check_each(backend, ctx.xp.isfinite(values).all(axis=-1), op, _NAN, values.shape[:-1])
 
 
 # --------------------------------------------------------------------------- inv
@@ -266,7 +283,8 @@ class Pinv(Function):
     @staticmethod
     def forward(ctx, a, rcond):
         xp = ctx.xp
-        u, s, vh = xp.linalg.svd(a.data, full_matrices=False)
+        u, s, vh = _lapack(ctx, "svd", "pinv", a, full_matrices=False)
+        _check_finite(ctx, s, "pinv")
         cutoff = rcond * s.max(axis=-1, keepdims=True) if s.shape[-1] else s
         big = s > cutoff
         sinv = xp.where(big, 1 / xp.where(big, s, 1), 0).astype(a.dtype)
