@@ -256,3 +256,24 @@ def test_docs_filter_identification_example_converges():
     assert loss.item() < 1e-18
     assert (h - true_h).abs().max().item() < 1e-8
     assert h.imag[0].item() == 0.0 and h.imag[-1].item() == 0.0
+
+
+@pytest.mark.parametrize("name,kw", [("Adam", {}), ("Adam", {"amsgrad": True, "weight_decay": 0.1}), ("AdamW", {}),
+                                     ("RMSprop", {"momentum": 0.5, "centered": True}),
+                                     ("Adagrad", {"initial_accumulator_value": 0.1}),
+                                     ("SGD", {"momentum": 0.5, "nesterov": True, "weight_decay": 0.1})])
+def test_optimizers_update_complex_parameters_as_torch(name, kw, device):
+    """A complex parameter is updated as pairs of real numbers (PyTorch's view_as_real rule)."""
+    torch = pytest.importorskip("torch")
+    z0, a0 = _c(3, 2), _c(3, 2)
+    z = ag.tensor(z0, device=device, requires_grad=True)
+    zt = torch.tensor(z0, requires_grad=True)
+    opt, opt_t = getattr(ag.optim, name)([z], lr=0.01, **kw), getattr(torch.optim, name)([zt], lr=0.01, **kw)
+    for _ in range(10):
+        opt.zero_grad()
+        opt_t.zero_grad()
+        ((z * ag.tensor(a0, device=device)).abs() ** 3).sum().backward()
+        ((zt * torch.tensor(a0)).abs() ** 3).sum().backward()
+        opt.step()
+        opt_t.step()
+    np.testing.assert_allclose(z.numpy(), zt.detach().numpy(), rtol=1e-10, atol=1e-12)

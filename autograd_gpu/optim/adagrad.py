@@ -1,5 +1,5 @@
 """Adagrad with learning-rate decay and weight decay (PyTorch's update rule)."""
-from .optimizer import Optimizer
+from .optimizer import Optimizer, real_view
 from ..tensor import Tensor
 
 __all__ = ["Adagrad"]
@@ -17,8 +17,10 @@ class Adagrad(Optimizer):
         xp = p.device.backend.xp
         state = self.state[p]
         state["step"] = 0
-        state["sum"] = Tensor._make(xp.full(p.data.shape, group["initial_accumulator_value"], dtype=p.data.dtype),
-                                    p.device)
+        v = group["initial_accumulator_value"]
+        if p.data.dtype.kind == "c":           # both parts start at v, as in PyTorch
+            v = complex(v, v)
+        state["sum"] = Tensor._make(xp.full(p.data.shape, v, dtype=p.data.dtype), p.device)
         return state
 
     def add_param_group(self, param_group):
@@ -40,6 +42,8 @@ class Adagrad(Optimizer):
                 continue
             xp = p.device.backend.xp
             a, g = p.data, p.grad.data
+            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
+                a, g = real_view(a), real_view(g, writable=False)
             if maximize:
                 g = -g
             state = self.state[p] or self._init_state(p, group)
@@ -47,7 +51,7 @@ class Adagrad(Optimizer):
             if wd != 0:
                 g = g + wd * a
             clr = lr / (1 + (t - 1) * lr_decay)
-            s = state["sum"].data
+            s = real_view(state["sum"].data)
             tmp = xp.multiply(g, g)
             s += tmp
             xp.sqrt(s, out=tmp)

@@ -1,7 +1,7 @@
 """Adam and AdamW (decoupled weight decay), with optional AMSGrad (PyTorch's update rule)."""
 import math
 
-from .optimizer import Optimizer, check_range
+from .optimizer import Optimizer, check_range, real_view
 from ..tensor import Tensor
 
 __all__ = ["Adam", "AdamW"]
@@ -37,22 +37,24 @@ class Adam(Optimizer):
                 continue
             xp = p.device.backend.xp
             a, g = p.data, p.grad.data
+            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
+                a, g = real_view(a), real_view(g, writable=False)
             if maximize:
                 g = -g
             state = self.state[p]
             if not state:
                 state["step"] = 0
-                state["exp_avg"] = Tensor._make(xp.zeros_like(a), p.device)
-                state["exp_avg_sq"] = Tensor._make(xp.zeros_like(a), p.device)
+                state["exp_avg"] = Tensor._make(xp.zeros_like(p.data), p.device)
+                state["exp_avg_sq"] = Tensor._make(xp.zeros_like(p.data), p.device)
                 if amsgrad:
-                    state["max_exp_avg_sq"] = Tensor._make(xp.zeros_like(a), p.device)
+                    state["max_exp_avg_sq"] = Tensor._make(xp.zeros_like(p.data), p.device)
             state["step"] = t = state["step"] + 1
             if wd != 0:
                 if decoupled:
                     a *= 1 - lr * wd
                 else:
                     g = g + wd * a
-            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+            m, v = real_view(state["exp_avg"].data), real_view(state["exp_avg_sq"].data)
             m *= beta1
             m += (1 - beta1) * g
             v *= beta2
@@ -60,7 +62,7 @@ class Adam(Optimizer):
             tmp *= 1 - beta2
             v += tmp
             if amsgrad:
-                vmax = state["max_exp_avg_sq"].data
+                vmax = real_view(state["max_exp_avg_sq"].data)
                 xp.maximum(vmax, v, out=vmax)
                 v = vmax
             step_size = lr / (1 - beta1 ** t)

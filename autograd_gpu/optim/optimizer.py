@@ -20,6 +20,20 @@ class _Required:
 required = _Required()
 
 
+def real_view(a, writable=True):
+    """A complex array as float pairs (re, im interleaved, flattened) sharing its memory: optimizers
+    update a complex parameter as two real numbers per element, as PyTorch's do (view_as_real), so
+    Adam's g * g is |re|^2 and |im|^2, not a complex square. Real arrays are returned as they are."""
+    if a.dtype.kind != "c":
+        return a
+    if not a.flags.c_contiguous:
+        if writable:
+            raise RuntimeError("optimizer: a complex parameter (or its state) must be contiguous to be "
+                               "updated as pairs of real numbers; make it with .contiguous()")
+        a = a.copy()
+    return a.reshape(-1).view(a.real.dtype)
+
+
 def _copy_state_value(value, param):
     """A state entry from a state dict, copied onto ``param``'s device (floats cast to its dtype)."""
     if isinstance(value, Tensor):

@@ -1,5 +1,5 @@
 """RMSprop, optionally centered and with momentum (PyTorch's update rule)."""
-from .optimizer import Optimizer
+from .optimizer import Optimizer, real_view
 from ..tensor import Tensor
 
 __all__ = ["RMSprop"]
@@ -25,26 +25,28 @@ class RMSprop(Optimizer):
                 continue
             xp = p.device.backend.xp
             a, g = p.data, p.grad.data
+            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
+                a, g = real_view(a), real_view(g, writable=False)
             if maximize:
                 g = -g
             state = self.state[p]
             if not state:
                 state["step"] = 0
-                state["square_avg"] = Tensor._make(xp.zeros_like(a), p.device)
+                state["square_avg"] = Tensor._make(xp.zeros_like(p.data), p.device)
                 if momentum > 0:
-                    state["momentum_buffer"] = Tensor._make(xp.zeros_like(a), p.device)
+                    state["momentum_buffer"] = Tensor._make(xp.zeros_like(p.data), p.device)
                 if centered:
-                    state["grad_avg"] = Tensor._make(xp.zeros_like(a), p.device)
+                    state["grad_avg"] = Tensor._make(xp.zeros_like(p.data), p.device)
             state["step"] += 1
             if wd != 0:
                 g = g + wd * a
-            s = state["square_avg"].data
+            s = real_view(state["square_avg"].data)
             s *= alpha
             avg = xp.multiply(g, g)
             avg *= 1 - alpha
             s += avg
             if centered:
-                gbar = state["grad_avg"].data
+                gbar = real_view(state["grad_avg"].data)
                 gbar *= alpha
                 gbar += (1 - alpha) * g
                 xp.multiply(gbar, gbar, out=avg)
@@ -54,7 +56,7 @@ class RMSprop(Optimizer):
                 xp.sqrt(s, out=avg)
             avg += eps
             if momentum > 0:
-                buf = state["momentum_buffer"].data
+                buf = real_view(state["momentum_buffer"].data)
                 buf *= momentum
                 buf += g / avg
                 a -= lr * buf
