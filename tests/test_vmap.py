@@ -95,6 +95,32 @@ def test_nn_functional(device):
     _check(lambda a: F.cross_entropy(a[None, :3], ag.tensor([1], device=device)), x)    # target not mapped
 
 
+_MATRIX_OPS = {
+    "inv": lambda a: ag.linalg.inv(a),
+    "det": lambda a: ag.linalg.det(a),
+    "slogdet": lambda a: ag.linalg.slogdet(a)[1],
+    "cholesky": lambda a: ag.linalg.cholesky(a @ a.mT + ag.eye(3, dtype=a.dtype, device=a.device) * 3),
+    "pinv": lambda a: ag.linalg.pinv(a),
+    "qr": lambda a: ag.linalg.qr(a)[1].abs(),
+    "eigh": lambda a: ag.linalg.eigh(a + a.mT)[0],
+    "svd": lambda a: ag.linalg.svd(a)[1],
+    "fft": lambda a: ag.fft.fft(a).abs(),
+    "rfft_irfft": lambda a: ag.fft.irfft(ag.fft.rfft(a) * 2, n=3),
+}
+
+
+@pytest.mark.parametrize("name", list(_MATRIX_OPS))
+def test_linalg_and_fft_and_their_per_example_gradients(device, name):
+    f = _MATRIX_OPS[name]
+    a = _randn(device, B, 3, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # batched by rule, not by the loop
+        _check(f, a, atol=1e-8)
+        g = vmap(grad(lambda t: (f(t) ** 2).sum()))(a)
+    for i in range(B):
+        np.testing.assert_allclose(g[i].numpy(), grad(lambda t: (f(t) ** 2).sum())(a[i]).numpy(), atol=1e-8)
+
+
 # --------------------------------------------------------------------------- in_dims, out_dims, nesting
 def test_in_dims_and_out_dims(device):
     x, y = _randn(device, 3, B), _randn(device, B, seed=1)

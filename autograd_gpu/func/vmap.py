@@ -308,11 +308,12 @@ def _elementwise(cls, args, kwargs):
 
 
 def _shift(axes, nb):
+    """Axis arguments past the batch dims (negative ones count from the end: unchanged)."""
     if axes is None:
         return None
     if isinstance(axes, int):
-        return axes + nb
-    return tuple(a + nb for a in axes)
+        return axes + nb if axes >= 0 else axes
+    return tuple(a + nb if a >= 0 else a for a in axes)
 
 
 @_rule("ops.reduction:Sum", "ops.reduction:_MaxMin", "ops.reduction:LogSumExp", "ops.reduction:Prod",
@@ -510,6 +511,20 @@ def _nll_loss(cls, args, kwargs):
         if reduction == "mean":
             losses = losses / Tensor._make(coef.sum(), logp.device)
     return _wrap(losses, logp._blevels)
+
+
+@_rule("ops.solvers:Inv", "ops.solvers:Det", "ops.solvers:LogAbsDet", "ops.solvers:Cholesky", "ops.solvers:Pinv",
+       "ops.decompositions:Qr", "ops.decompositions:Eigh", "ops.decompositions:Svd",
+       "ops.decompositions:_Svdvals")
+def _stacked_matrices(cls, args, kwargs):
+    """ag.linalg ops on the last two dims of a stack of matrices: the batch dims are more stack dims."""
+    a = args[0]
+    if a.__class__ is not BatchedTensor or any(x.__class__ is BatchedTensor for x in args[1:]):
+        return NotImplemented
+    return _wrap_out(cls.apply(a._bbase, *args[1:], **kwargs), a._blevels)
+
+
+_rule("ops.fft:FFT", "ops.fft:RFFT", "ops.fft:IRFFT")(lambda cls, args, kwargs: _unary_axis(cls, args, kwargs, 1))
 
 
 @_rule("nn.functional:LayerNorm")
