@@ -32,5 +32,6 @@ from . import fft
 from . import linalg
 from . import distributed     # cheap: mpi4py is imported by init_process_group(), not here
 from .serialization import save, load
+from .compile import compile   # the function; the package stays importable as autograd_gpu.compile.*
 
 __version__ = "0.1.0"

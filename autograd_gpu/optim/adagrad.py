@@ -1,6 +1,7 @@
 """Adagrad with learning-rate decay and weight decay (PyTorch's update rule)."""
 from .optimizer import Optimizer, real_view
 from ..tensor import Tensor
+from ..compile.tracer import host_values
 
 __all__ = ["Adagrad"]
 
@@ -31,6 +32,7 @@ class Adagrad(Optimizer):
             if not self.state.get(p):
                 self._init_state(p, group)
 
+    _dynamic_state = ("step",)       # counted by host_values, so not part of ag.compile's signature
     _ranges = (("lr", "learning rate"), ("lr_decay", "lr_decay value"), ("weight_decay", "weight_decay value"),
                ("initial_accumulator_value", "initial_accumulator_value"), ("eps", "epsilon value"))
 
@@ -47,12 +49,11 @@ class Adagrad(Optimizer):
             if maximize:
                 g = -g
             state = self.state[p] or self._init_state(p, group)
-            state["step"] = t = state["step"] + 1
+            clr, = host_values(_count_step, state, lr, lr_decay, dtype=a.dtype, device=p.device)
             if wd != 0:
                 g = g + wd * a
-            clr = lr / (1 + (t - 1) * lr_decay)
             s = real_view(state["sum"].data)
-            tmp = xp.multiply(g, g)
+            tmp = xp.multiply(g, g, out=xp.empty_like(a))     # out=: a 0-d product would be a scalar
             s += tmp
             xp.sqrt(s, out=tmp)
             tmp += eps
@@ -60,3 +61,9 @@ class Adagrad(Optimizer):
             tmp *= clr
             a -= tmp
             p._bump_version()
+
+
+def _count_step(state, lr, lr_decay):
+    """Count one step (on the host: under ag.compile every replay counts again); its learning rate."""
+    state["step"] = t = state.get("step", 0) + 1
+    return (lr / (1 + (t - 1) * lr_decay),)

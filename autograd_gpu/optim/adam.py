@@ -2,6 +2,7 @@
 import math
 
 from .optimizer import Optimizer, check_range, real_view
+from ..compile.tracer import host_values
 from ..tensor import Tensor
 
 __all__ = ["Adam", "AdamW"]
@@ -19,6 +20,7 @@ class Adam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay))
 
     _ranges = (("lr", "learning rate"), ("eps", "epsilon value"), ("weight_decay", "weight_decay value"))
+    _dynamic_state = ("step",)       # counted by host_values, so not part of ag.compile's signature
 
     def _check_group(self, g):
         super()._check_group(g)
@@ -48,7 +50,8 @@ class Adam(Optimizer):
                 state["exp_avg_sq"] = Tensor._make(xp.zeros_like(p.data), p.device)
                 if amsgrad:
                     state["max_exp_avg_sq"] = Tensor._make(xp.zeros_like(p.data), p.device)
-            state["step"] = t = state["step"] + 1
+            # the step count lives on the host: under ag.compile every replay counts again (host_values)
+            step_size, bias2 = host_values(_count_step, state, lr, beta1, beta2, dtype=a.dtype, device=p.device)
             if wd != 0:
                 if decoupled:
                     a *= 1 - lr * wd
@@ -58,21 +61,26 @@ class Adam(Optimizer):
             m *= beta1
             m += (1 - beta1) * g
             v *= beta2
-            tmp = xp.multiply(g, g)
+            tmp = xp.multiply(g, g, out=xp.empty_like(a))     # out=: a 0-d product would be a scalar
             tmp *= 1 - beta2
             v += tmp
             if amsgrad:
                 vmax = real_view(state["max_exp_avg_sq"].data)
                 xp.maximum(vmax, v, out=vmax)
                 v = vmax
-            step_size = lr / (1 - beta1 ** t)
             xp.sqrt(v, out=tmp)
-            tmp /= math.sqrt(1 - beta2 ** t)
+            tmp /= bias2
             tmp += eps
             xp.divide(m, tmp, out=tmp)
             tmp *= step_size
             a -= tmp
             p._bump_version()
+
+
+def _count_step(state, lr, beta1, beta2):
+    """Count one step; the bias corrections of step t: lr / (1 - b1^t) and sqrt(1 - b2^t)."""
+    state["step"] = t = state.get("step", 0) + 1
+    return lr / (1 - beta1 ** t), math.sqrt(1 - beta2 ** t)
 
 
 class AdamW(Adam):

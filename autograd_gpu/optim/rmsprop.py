@@ -1,6 +1,7 @@
 """RMSprop, optionally centered and with momentum (PyTorch's update rule)."""
 from .optimizer import Optimizer, real_view
 from ..tensor import Tensor
+from ..compile.tracer import host_values
 
 __all__ = ["RMSprop"]
 
@@ -14,6 +15,7 @@ class RMSprop(Optimizer):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                                       centered=centered, maximize=maximize))
 
+    _dynamic_state = ("step",)       # counted by host_values, so not part of ag.compile's signature
     _ranges = (("lr", "learning rate"), ("eps", "epsilon value"), ("momentum", "momentum value"),
                ("weight_decay", "weight_decay value"), ("alpha", "alpha value"))
 
@@ -37,12 +39,12 @@ class RMSprop(Optimizer):
                     state["momentum_buffer"] = Tensor._make(xp.zeros_like(p.data), p.device)
                 if centered:
                     state["grad_avg"] = Tensor._make(xp.zeros_like(p.data), p.device)
-            state["step"] += 1
+            host_values(_count_step, state)     # on the host: under ag.compile every replay counts again
             if wd != 0:
                 g = g + wd * a
             s = real_view(state["square_avg"].data)
             s *= alpha
-            avg = xp.multiply(g, g)
+            avg = xp.multiply(g, g, out=xp.empty_like(a))     # out=: a 0-d product would be a scalar
             avg *= 1 - alpha
             s += avg
             if centered:
@@ -65,3 +67,8 @@ class RMSprop(Optimizer):
                 avg *= lr
                 a -= avg
             p._bump_version()
+
+
+def _count_step(state):
+    state["step"] = state.get("step", 0) + 1
+    return ()

@@ -1,0 +1,25 @@
+"""Per-backend fusers for ag.compile's replayed programs (autograd_gpu/compile/program.py).
+
+``get_fuser(backend)`` returns an object with ``plan(steps, inputs, keep, values, emitter) ->
+(steps, n_fused, n_buffers)`` that may rewrite a trace's steps (fused elementwise kernels, output
+buffers planned by liveness), or None: the program then replays the steps as recorded. The CPU fuser
+lives in fuse_cpu.py; a CUDA fuser (generated ElementwiseKernels, graph capture) would be registered
+here the same way.
+"""
+
+__all__ = ["get_fuser", "register_fuser"]
+
+_fusers = {}
+
+
+def register_fuser(backend_name, factory):
+    """``factory(backend)`` -> fuser, for backends whose ``name`` is ``backend_name``."""
+    _fusers[backend_name] = factory
+
+
+def get_fuser(backend):
+    factory = _fusers.get(getattr(backend, "name", None))
+    if factory is None and getattr(backend, "name", None) == "numpy":
+        from . import fuse_cpu       # registers itself
+        factory = _fusers.get("numpy")
+    return None if factory is None else factory(backend)

@@ -1,0 +1,168 @@
+"""A trace as a replayable program: the steps turned into the source of one Python function.
+
+Each value number becomes a local variable (``v12``); each step becomes one line calling the function
+the trace saw (operators stay Python operators); constants and functions are globals of the generated
+function. A backend's fuser (``backends/fusers.py``; None replays unfused) may rewrite runs of
+elementwise steps into fused kernels and give the results of elementwise steps preallocated output
+buffers, planned by liveness so that a warm replay allocates nothing it does not hand out.
+
+Guards compare a value read at trace time with the value now and raise ``GuardFailed`` on a change;
+steps whose result shape depends on the data (boolean masks, nonzero) check that shape too.
+"""
+import keyword
+import operator
+
+from .tracer import Ref, _collect_refs
+from .. import backends as _backends
+
+__all__ = ["Program", "GuardFailed", "build_program"]
+
+
+class GuardFailed(Exception):
+    """A value or shape the trace depended on is different in this call."""
+
+    def __init__(self, index, where):
+        super().__init__(index, where)
+        self.index, self.where = index, where
+
+
+_BINOPS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+           operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
+           operator.and_: "&", operator.or_: "|", operator.xor: "^", operator.lshift: "<<",
+           operator.rshift: ">>", operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
+           operator.eq: "==", operator.ne: "!="}
+_IOPS = {operator.iadd: "+=", operator.isub: "-=", operator.imul: "*=", operator.itruediv: "/=",
+         operator.ifloordiv: "//=", operator.imod: "%=", operator.ipow: "**=", operator.imatmul: "@=",
+         operator.iand: "&=", operator.ior: "|=", operator.ixor: "^=", operator.ilshift: "<<=",
+         operator.irshift: ">>="}
+_UNOPS = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
+
+
+class Program:
+    """The replayable form of one trace: ``run(inputs) -> finals`` (arrays of the final values)."""
+
+    def __init__(self, run, source, n_steps, n_fused, n_buffers):
+        self.run, self.source = run, source
+        self.n_steps, self.n_fused, self.n_buffers = n_steps, n_fused, n_buffers
+
+
+class _Emitter:
+    def __init__(self):
+        self.glob = {"GuardFailed": GuardFailed, "A": _backends.as_ndarray}
+        self.lines = []
+        self._n = 0
+
+    def const(self, value):
+        c = value.__class__
+        if value is None or c is bool or c is int or c is str or (c is float and value == value
+                                                                 and abs(value) != float("inf")):
+            return repr(value)
+        name = f"k{self._n}"
+        self._n += 1
+        self.glob[name] = value
+        return name
+
+    def expr(self, x):
+        """Source for an argument template."""
+        c = x.__class__
+        if c is Ref:
+            return f"v{x.vid}"
+        if c is tuple or c is list:
+            refs = []
+            _collect_refs(x, refs)
+            if not refs:
+                return self.const(x)
+            inner = ", ".join(self.expr(y) for y in x)
+            return f"({inner},)" if c is tuple else f"[{inner}]"
+        if c is dict:
+            refs = []
+            _collect_refs(x, refs)
+            if not refs:
+                return self.const(x)
+            return "{" + ", ".join(f"{self.const(k)}: {self.expr(v)}" for k, v in x.items()) + "}"
+        if c is slice:
+            refs = []
+            _collect_refs(x, refs)
+            if refs:
+                return f"slice({self.expr(x.start)}, {self.expr(x.stop)}, {self.expr(x.step)})"
+        return self.const(x)
+
+    def call(self, fn, args, kwargs):
+        parts = [self.expr(a) for a in args]
+        for k, v in kwargs.items():
+            parts.append(f"{k}={self.expr(v)}" if k.isidentifier() and not keyword.iskeyword(k)
+                         else f"**{{{k!r}: {self.expr(v)}}}")
+        return f"{self.const(fn)}({', '.join(parts)})"
+
+
+def _target(step):
+    outs = step.outs
+    if outs is None or outs == ():
+        return None
+    if isinstance(outs, tuple):
+        names = [f"v{o}" if o is not None else "_" for o in outs]
+        return "(" + ", ".join(names) + ",)"
+    return f"v{outs}"
+
+
+def step_source(em, step, i):
+    """The line(s) of one step."""
+    fn, args, kw = step.fn, step.args, step.kwargs
+    if step.kind == "guard":
+        return [f"if {em.const(step.expect)} != {em.call(fn, args, kw)}: raise GuardFailed({i}, {step.where!r})"]
+    tgt = _target(step)
+    if not kw and fn in _BINOPS and len(args) == 2:
+        src = f"{em.expr(args[0])} {_BINOPS[fn]} {em.expr(args[1])}"
+    elif not kw and fn in _IOPS and len(args) == 2 and args[0].__class__ is Ref:
+        return [f"{em.expr(args[0])} {_IOPS[fn]} {em.expr(args[1])}"]
+    elif not kw and fn in _UNOPS and len(args) == 1:
+        src = f"{_UNOPS[fn]}{em.expr(args[0])}"
+    elif fn is operator.getitem and not kw and args[0].__class__ is Ref:
+        src = f"{em.expr(args[0])}[{em.expr(args[1])}]"
+    elif fn is operator.setitem and not kw and args[0].__class__ is Ref:
+        return [f"{em.expr(args[0])}[{em.expr(args[1])}] = {em.expr(args[2])}"]
+    elif fn is getattr and args[1].__class__ is str and args[1].isidentifier():
+        src = f"{em.expr(args[0])}.{args[1]}"
+    else:
+        src = em.call(fn, args, kw)
+    if getattr(step, "scalar", False):
+        src = f"A({src})"
+    lines = [f"{tgt} = {src}" if tgt else src]
+    if step.shape_guard is not None and tgt:
+        got = f"{tgt}.shape" if not isinstance(step.outs, tuple) else \
+            "(" + ", ".join(f"v{o}.shape" if o is not None else "None" for o in step.outs) + ",)"
+        lines.append(f"if {got} != {em.const(step.shape_guard)}: raise GuardFailed({i}, 'data-dependent shape')")
+    return lines
+
+
+def build_program(steps, inputs, finals, values, backend_of, fuser=None):
+    """Generate the replay function. ``inputs``: vids bound from the argument list in order;
+    ``finals``: vids returned (a constant array there is copied on every replay)."""
+    keep = set(finals) | set(inputs)
+    n_fused = n_buffers = 0
+    em = _Emitter()
+    if fuser is not None:
+        steps, n_fused, n_buffers = fuser.plan(steps, inputs, keep, values, em)
+    body = []
+    if inputs:
+        body.append(", ".join(f"v{v}" for v in inputs) + ", = I")
+    for i, s in enumerate(steps):
+        body.extend(s.source(em, i) if hasattr(s, "source") else step_source(em, s, i))
+    outs, defined = [], _defined(steps, inputs)
+    for v in finals:
+        outs.append(f"v{v}" if v in defined else f"{em.const(values[v])}.copy()")
+    body.append(f"return ({', '.join(outs)}{',' if outs else ''})")
+    src = "def replay(I):\n" + "\n".join("    " + line for line in body) + "\n"
+    exec(compile(src, "<ag.compile replay>", "exec"), em.glob)
+    return Program(em.glob["replay"], src, len(steps), n_fused, n_buffers)
+
+
+def _defined(steps, inputs):
+    out = set(inputs)
+    for s in steps:
+        o = s.outs
+        if isinstance(o, tuple):
+            out.update(x for x in o if x is not None)
+        elif o is not None:
+            out.add(o)
+    return out

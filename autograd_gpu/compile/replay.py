@@ -1,0 +1,351 @@
+"""``ag.compile``: trace on the first call of each signature, replay the program afterwards.
+
+A call gathers its state (state.py) and its signature. A new signature runs ``fn`` under the tracer
+(tracer.py) with every holder's array replaced by a traced handle; what the function did to the
+holders (new .grad tensors, rebound buffers, new optimizer state, version bumps, train/eval flags) is
+compared before and after and kept as a list of actions. The program (program.py) is built from the
+steps; later calls with the signature run it on the holders' current arrays and then apply the
+actions. A failed guard traces again; a function that cannot be traced, or whose guards keep failing,
+runs eagerly for that signature with one warning.
+"""
+import functools
+import warnings
+from collections import OrderedDict
+
+from ..tensor import Tensor
+from .. import backends as _backends
+from ..backends.fusers import get_fuser
+from .tracer import Tracer, Traced, Untraceable, tracing, active
+from .program import build_program, GuardFailed
+from .state import find_state, signature, bindings
+
+__all__ = ["compile", "CompiledFunction"]
+
+_EAGER = "eager"
+MAX_RETRACES = 8         # guard failures per signature before it runs eagerly
+
+
+class _Entry:
+    """One signature's program and what to do around it."""
+    __slots__ = ("program", "inputs", "actions", "outputs", "guard_fails")
+
+    def __init__(self, program, inputs, actions, outputs):
+        self.program, self.inputs, self.actions, self.outputs = program, inputs, actions, outputs
+        self.guard_fails = 0
+
+
+class CompiledFunction:
+    """The callable ``ag.compile(fn)`` returns. ``stats`` counts traces, replays, eager calls and guard
+    failures; ``programs()`` lists the generated programs (their source is ``.source``)."""
+
+    def __init__(self, fn, cache_size=8, fuse=True):
+        self.fn = fn
+        self.cache_size = cache_size
+        self.fuse = fuse
+        self._cache = OrderedDict()
+        self._retraces = {}
+        self._warned = set()
+        self.stats = {"traces": 0, "replays": 0, "eager": 0, "guard_failures": 0}
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj, objtype=None):       # used as a decorator on a method
+        if obj is None:
+            return self
+        bound = self.__dict__.get("_bound")
+        if bound is None:
+            bound = self.__dict__["_bound"] = {}
+        c = bound.get(id(obj))
+        if c is None:
+            c = bound[id(obj)] = CompiledFunction(self.fn.__get__(obj, objtype), self.cache_size, self.fuse)
+        return c
+
+    def programs(self):
+        return [e.program for e in self._cache.values() if isinstance(e, _Entry)]
+
+    def __call__(self, *args, **kwargs):
+        if active() is not None:                 # called while another compiled function traces: inline
+            return self.fn(*args, **kwargs)
+        n_args, st = find_state(self.fn, args, kwargs)
+        sig = signature(args, kwargs, n_args, st)
+        entry = self._cache.get(sig)
+        if entry is _EAGER:
+            self.stats["eager"] += 1
+            return self.fn(*args, **kwargs)
+        if entry is not None:
+            self._cache.move_to_end(sig)
+            try:
+                out = self._replay(entry, st)
+                self.stats["replays"] += 1
+                return out
+            except GuardFailed as e:
+                self.stats["guard_failures"] += 1
+                n = self._retraces[sig] = self._retraces.get(sig, 0) + 1
+                if n >= MAX_RETRACES:
+                    self._store(sig, _EAGER)
+                    self._warn(f"a value read at {e.where} keeps changing between calls ({n} retraces); "
+                               "this signature now runs eagerly")
+                    self.stats["eager"] += 1
+                    return self.fn(*args, **kwargs)
+        return self._trace(sig, st, n_args, args, kwargs)
+
+    def _store(self, sig, entry):
+        self._cache[sig] = entry
+        self._cache.move_to_end(sig)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _warn(self, msg):
+        if msg not in self._warned:
+            self._warned.add(msg)
+            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            warnings.warn(f"ag.compile({name}): {msg}", RuntimeWarning, stacklevel=3)
+
+    # -- tracing ------------------------------------------------------------------------------------
+    def _trace(self, sig, st, n_args, args, kwargs):
+        self.stats["traces"] += 1
+        tr = Tracer()
+        holders = st.tensors
+        binds = bindings(st)
+        out = None
+        entry, reason = _EAGER, "the trace did not finish"
+        with tracing(tr):
+            inputs = _enter(tr, holders)
+            try:
+                before = _Snapshot(holders, binds, st)
+                out = self.fn(*args, **kwargs)
+                if tr.failed is not None:
+                    reason = tr.failed
+                else:
+                    try:
+                        entry = self._build(tr, st, holders, binds, before, inputs, out)
+                    except Untraceable as e:
+                        reason = str(e)
+            finally:
+                _leave(holders, binds, st, out)
+        if entry is _EAGER:
+            self._warn(f"{reason}; this signature runs eagerly")
+        elif tr.read_after_write is not None:
+            entry = _EAGER
+            self._warn(f"the function reads a value ({tr.read_after_write}) after it changed parameters or "
+                       "state in place, so a changed value could not be retraced; this signature runs "
+                       "eagerly (return the tensor instead of calling .item() on it inside)")
+        self._store(sig, entry)
+        return out
+
+    def _build(self, tr, st, holders, binds, before, inputs, out):
+        finals, actions = [], []
+
+        def final(h):
+            if h.__class__ is not Traced:
+                raise Untraceable("a tensor made during the trace holds an array the trace did not follow")
+            finals.append(h.vid)
+            return len(finals) - 1
+
+        ran_backward = False
+        for i, t in enumerate(holders):
+            d0, g0, gd0, v0 = before.tensors[i]
+            if t.data is not d0:
+                actions.append(("data", i, final(t.data)))
+            g = t._grad
+            if g is not g0:
+                ran_backward = True
+                if g is None:
+                    actions.append(("grad_none", i))
+                elif g.requires_grad:
+                    raise Untraceable("backward(create_graph=True) inside a compiled function")
+                else:
+                    actions.append(("grad_new", i, final(g.data)))
+            elif g is not None and g.data is not gd0:
+                ran_backward = True
+                actions.append(("grad_data", i, final(g.data)))
+            v = t._version[0] if t._version is not None else 0
+            if v != v0:
+                actions.append(("version", i, v - v0))
+        for b, v0 in zip(binds, before.bindings):
+            v = b.get()
+            if v is not v0 and not b.dynamic:
+                actions.append(("bind", b, self._value(v, holders, final)))
+        known = {b.ident() for b in binds}
+        for b in bindings(st):                       # entries added by the trace (new optimizer state)
+            if b.ident() not in known and not b.dynamic:
+                actions.append(("bind", b, self._value(b.get(), holders, final)))
+        for m, flag in zip(st.modules, before.training):
+            if m.training != flag:
+                actions.append(("train", m, m.training))
+        written = {s for step in tr.steps for s in step.mutates}
+        if any(gd0.__class__ is Traced and gd0.vid in written for _, _, gd0, _ in before.tensors):
+            ran_backward = True                      # gradients accumulated in place
+        outputs = self._outputs(out, holders, final, ran_backward)
+        fuser = get_fuser(_first_backend(tr)) if self.fuse else None
+        program = build_program(tr.steps, [v for v, _, _ in inputs], finals, tr.values, tr.backend_of, fuser)
+        return _Entry(program, [(i, kind) for _, i, kind in inputs], actions, outputs)
+
+    def _value(self, v, holders, final):
+        if isinstance(v, Tensor):
+            for i, h in enumerate(holders):
+                if h is v:
+                    return ("holder", i)
+            if v.requires_grad and v.grad_fn is not None:
+                raise Untraceable("a tensor in the graph was stored in module or optimizer state")
+            return ("tensor", final(v.data), v.device, v.requires_grad)
+        if v is None or isinstance(v, (int, float, bool, str, tuple)):
+            return ("py", v)
+        raise Untraceable(f"a {type(v).__name__} was stored in module or optimizer state")
+
+    def _outputs(self, out, holders, final, ran_backward):
+        if isinstance(out, Tensor):
+            for i, h in enumerate(holders):
+                if h is out:
+                    return ("holder", i)
+            if out.requires_grad and out.grad_fn is not None and not ran_backward:
+                raise Untraceable("the function returns tensors that require grad without running backward "
+                                  "inside, so their graph is needed afterwards (call .backward() inside the "
+                                  "compiled function, or run it under ag.no_grad())")
+            d = out.data
+            if d.__class__ is not Traced:
+                return ("const", d)
+            return ("tensor", final(d), out.device)
+        if isinstance(out, (list, tuple)) and not hasattr(out, "_fields"):
+            return ("seq", type(out), [self._outputs(o, holders, final, ran_backward) for o in out])
+        if isinstance(out, dict):
+            return ("dict", type(out), [(k, self._outputs(v, holders, final, ran_backward)) for k, v in out.items()])
+        if out is None or isinstance(out, (int, float, complex, bool, str, bytes)):
+            return ("py", out)
+        raise Untraceable(f"the function returns a {type(out).__name__}, which compile does not rebuild")
+
+    # -- replaying ---------------------------------------------------------------------------------
+    def _replay(self, entry, st):
+        holders = st.tensors
+        arrays = []
+        for i, kind in entry.inputs:
+            t = holders[i]
+            arrays.append(t.data if kind == "data" else t._grad.data)
+        finals = entry.program.run(arrays)
+        for a in entry.actions:
+            k = a[0]
+            if k == "grad_new":
+                g = Tensor._make(finals[a[2]], holders[a[1]].device)
+                holders[a[1]]._grad = g
+            elif k == "version":
+                holders[a[1]].version_counter()[0] += a[2]
+            elif k == "data":
+                holders[a[1]].data = _backends.as_ndarray(finals[a[2]])
+            elif k == "grad_data":
+                holders[a[1]]._grad.data = finals[a[2]]
+            elif k == "grad_none":
+                holders[a[1]]._grad = None
+            elif k == "bind":
+                a[1].set(_rebuild_value(a[2], holders, finals))
+            elif k == "train":
+                a[1].training = a[2]
+        return _rebuild(entry.outputs, holders, finals)
+
+
+def _rebuild_value(spec, holders, finals):
+    k = spec[0]
+    if k == "holder":
+        return holders[spec[1]]
+    if k == "tensor":
+        t = Tensor._make(finals[spec[1]], spec[2])
+        if spec[3]:
+            t.requires_grad = True
+        return t
+    return spec[1]
+
+
+def _rebuild(spec, holders, finals):
+    k = spec[0]
+    if k == "tensor":
+        return Tensor._make(finals[spec[1]], spec[2])
+    if k == "holder":
+        return holders[spec[1]]
+    if k == "seq":
+        items = [_rebuild(s, holders, finals) for s in spec[2]]
+        return spec[1](items)
+    if k == "dict":
+        return spec[1]((key, _rebuild(s, holders, finals)) for key, s in spec[2])
+    if k == "const":
+        return Tensor._make(spec[1].copy(), _backends.backend_of_array(spec[1]).device)
+    return spec[1]
+
+
+class _Snapshot:
+    """The holders' arrays, gradients and versions, the bindings' values and the training flags."""
+
+    def __init__(self, holders, binds, st):
+        self.tensors = []
+        for t in holders:
+            g = t._grad
+            self.tensors.append((t.data, g, None if g is None else g.data,
+                                 t._version[0] if t._version is not None else 0))
+        self.bindings = [b.get() for b in binds]
+        self.training = [m.training for m in st.modules]
+
+
+def _enter(tr, holders):
+    """Put traced handles in the holders (and their gradients); the program's inputs as
+    (value number, holder index, "data" or "grad")."""
+    inputs = []
+    for i, t in enumerate(holders):
+        b = t.device.backend
+        h = tr.external(t.data, b)
+        t.data = h
+        inputs.append((h.vid, i, "data"))
+        g = t._grad
+        if g is not None:
+            hg = tr.external(g.data, b)
+            g.data = hg
+            inputs.append((hg.vid, i, "grad"))
+    return inputs
+
+
+def _real(t):
+    d = t.data
+    if d.__class__ is Traced:
+        t.data = _backends.as_ndarray(d.v)
+
+
+def _leave(holders, binds, st, out):
+    """Real arrays back in everything the caller can reach after the trace."""
+    for t in holders:
+        _real(t)
+        if t._grad is not None:
+            _real(t._grad)
+    for b in bindings(st):
+        v = b.get()
+        if isinstance(v, Tensor):
+            _real(v)
+            if v._grad is not None:
+                _real(v._grad)
+    _real_out(out)
+
+
+def _real_out(out):
+    if isinstance(out, Tensor):
+        _real(out)
+        if out._grad is not None:
+            _real(out._grad)
+    elif isinstance(out, (list, tuple)):
+        for o in out:
+            _real_out(o)
+    elif isinstance(out, dict):
+        for o in out.values():
+            _real_out(o)
+
+
+def _first_backend(tr):
+    for b in tr.backend_of.values():
+        return b
+    return _backends.get_backend("cpu")
+
+
+def compile(fn=None, *, cache_size=8, fuse=True):
+    """Trace ``fn`` on its first call with each signature and replay the recorded array work afterwards.
+
+    Use as ``step = ag.compile(step)`` or ``@ag.compile``. ``cache_size`` programs are kept (the least
+    recently used is dropped); ``fuse=False`` replays without fused kernels. See docs/compile.md."""
+    if fn is None:
+        return lambda f: CompiledFunction(f, cache_size, fuse)
+    if not callable(fn):
+        raise TypeError(f"compile: expected a function or another callable, got {type(fn).__name__}")
+    return CompiledFunction(fn, cache_size, fuse)

@@ -1,0 +1,215 @@
+"""What a compiled function touches besides its arguments, and the signature that keys its programs.
+
+The state of a call is found from the arguments, the function's closure cells, the globals its code
+names and (for a bound method or a callable module) its owner: modules (their parameters, buffers and
+train/eval flags), optimizers (their parameters, hyperparameters and per-parameter state) and tensors
+held directly or in a list, tuple or dict. Every tensor found is a *holder*: its array (and its .grad's
+array) is an input of the program, and what the trace did to it (a new .grad, a rebound buffer) is done
+again on every replay.
+"""
+import inspect
+import types
+
+from ..tensor import Tensor
+from ..autograd.grad_mode import state as _grad_state
+from ..dtypes import get_default_dtype
+
+__all__ = ["find_state", "signature", "Binding"]
+
+_SCALARS = (int, float, complex, bool, str, bytes, type(None))
+
+
+def _module_cls():
+    from ..nn.module import Module
+    return Module
+
+
+def _optimizer_cls():
+    from ..optim.optimizer import Optimizer
+    return Optimizer
+
+
+class Binding:
+    """A place that holds a tensor (or None, or a Python value): an attribute or a dict entry."""
+    __slots__ = ("holder", "key", "attr", "dynamic")
+
+    def __init__(self, holder, key, attr, dynamic=False):
+        self.holder, self.key, self.attr, self.dynamic = holder, key, attr, dynamic
+
+    def ident(self):
+        return id(self.holder), self.key
+
+    def get(self):
+        return getattr(self.holder, self.key, None) if self.attr else self.holder.get(self.key)
+
+    def set(self, value):
+        if self.attr:
+            setattr(self.holder, self.key, value)
+        else:
+            self.holder[self.key] = value
+
+
+def _code_names(code, out):
+    out.update(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code_names(c, out)
+
+
+def roots(fn):
+    """The objects a function reaches besides its arguments."""
+    objs = []
+    f = fn
+    if inspect.ismethod(fn):
+        objs.append(fn.__self__)
+        f = fn.__func__
+    elif not inspect.isfunction(fn) and callable(fn):
+        objs.append(fn)                      # a module or another callable object
+        f = getattr(type(fn), "__call__", None)
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return objs
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            objs.append(cell.cell_contents)
+        except ValueError:
+            pass
+    names = set()
+    _code_names(code, names)
+    g = getattr(f, "__globals__", {})
+    objs.extend(g[n] for n in sorted(names) if n in g)
+    return objs
+
+
+class State:
+    """The modules, optimizers and tensors one call reaches."""
+
+    def __init__(self):
+        self.modules, self.optimizers, self.tensors = [], [], []
+        self._seen = set()
+
+    def add_tensor(self, t):
+        if id(t) not in self._seen:
+            self._seen.add(id(t))
+            self.tensors.append(t)
+
+    def visit(self, obj, depth=0):
+        if isinstance(obj, Tensor):
+            self.add_tensor(obj)
+            return
+        if isinstance(obj, _SCALARS) or isinstance(obj, (types.ModuleType, types.FunctionType, type)):
+            return
+        Module, Optimizer = _module_cls(), _optimizer_cls()
+        if isinstance(obj, Module):
+            if id(obj) in self._seen:
+                return
+            self._seen.add(id(obj))
+            for m in obj.modules():
+                self.modules.append(m)
+                for t in list(m._parameters.values()) + list(m._buffers.values()):
+                    if t is not None:
+                        self.add_tensor(t)
+            return
+        if isinstance(obj, Optimizer):
+            if id(obj) in self._seen:
+                return
+            self._seen.add(id(obj))
+            self.optimizers.append(obj)
+            for g in obj.param_groups:
+                for p in g["params"]:
+                    self.add_tensor(p)
+                    for v in obj.state.get(p, {}).values():
+                        if isinstance(v, Tensor):
+                            self.add_tensor(v)
+            return
+        if depth < 2 and isinstance(obj, (list, tuple)):
+            for x in obj:
+                self.visit(x, depth + 1)
+        elif depth < 2 and isinstance(obj, dict):
+            for x in obj.values():
+                self.visit(x, depth + 1)
+        elif depth < 1 and hasattr(obj, "__dict__") and not callable(obj):
+            for x in vars(obj).values():       # a plain object holding a model and its optimizer
+                self.visit(x, depth + 1)
+
+
+def find_state(fn, args, kwargs):
+    """(argument tensors in order, State of everything else reached)."""
+    st = State()
+    for a in args:
+        st.visit(a)
+    for a in kwargs.values():
+        st.visit(a)
+    n_args = len(st.tensors)
+    for o in roots(fn):
+        st.visit(o)
+    return n_args, st
+
+
+def bindings(st):
+    """Every place whose tensor the trace may rebind: module parameters and buffers, optimizer state."""
+    out = []
+    for m in st.modules:
+        for reg in ("_parameters", "_buffers"):
+            for name in getattr(m, reg):
+                out.append(Binding(m, name, True))
+    for opt in st.optimizers:
+        for g in opt.param_groups:
+            dynamic = getattr(opt, "_dynamic_state", ())
+            for p in g["params"]:
+                s = opt.state.get(p)
+                if s is not None:
+                    for k in s:
+                        out.append(Binding(s, k, False, k in dynamic))
+    return out
+
+
+def _arg_sig(x, depth=0):
+    if isinstance(x, Tensor):
+        d = x.data
+        return ("T", d.shape, d.dtype.str, x.device, x.requires_grad, _layout(d))
+    if isinstance(x, _SCALARS):
+        return (type(x), x)
+    if depth < 4 and isinstance(x, (list, tuple)):
+        return (type(x),) + tuple(_arg_sig(y, depth + 1) for y in x)
+    if depth < 4 and isinstance(x, dict):
+        return (dict,) + tuple((k, _arg_sig(v, depth + 1)) for k, v in x.items())
+    if x.__class__.__module__ == "numpy" and hasattr(x, "item") and getattr(x, "ndim", 1) == 0:
+        return (type(x), x.item())
+    return ("id", id(x))
+
+
+def _layout(d):
+    f = getattr(d, "flags", None)
+    return (f.c_contiguous, f.f_contiguous) if f is not None else None
+
+
+def _tensor_sig(t):
+    d = t.data
+    g = t._grad
+    return (d.shape, d.dtype.str, t.device, t.requires_grad, _layout(d), t.grad_fn is None,
+            None if g is None else (g.data.shape, g.data.dtype.str, g.requires_grad, _layout(g.data), id(g.data) == id(d)),
+            bool(t._hooks or t._post_acc_hooks))
+
+
+def _opt_sig(opt):
+    groups = tuple(tuple((k, v if isinstance(v, _SCALARS + (tuple,)) else id(v)) for k, v in g.items()
+                         if k != "params") for g in opt.param_groups)
+    dynamic = getattr(opt, "_dynamic_state", ())
+    st = []
+    for g in opt.param_groups:
+        for p in g["params"]:
+            s = opt.state.get(p)
+            st.append(None if s is None else tuple(
+                (k, ("T", id(v)) if isinstance(v, Tensor) else "dyn" if k in dynamic else v) for k, v in s.items()))
+    return groups, tuple(st)
+
+
+def signature(fn_args, fn_kwargs, n_args, st):
+    """Everything the trace may depend on besides the values in the arrays."""
+    datas = {}
+    alias = tuple(datas.setdefault(id(t.data), i) for i, t in enumerate(st.tensors))
+    return (tuple(_arg_sig(a) for a in fn_args), tuple((k, _arg_sig(v)) for k, v in fn_kwargs.items()),
+            _grad_state.enabled, get_default_dtype(), n_args, alias,
+            tuple(id(t) for t in st.tensors[n_args:]), tuple(_tensor_sig(t) for t in st.tensors),
+            tuple(m.training for m in st.modules), tuple(_opt_sig(o) for o in st.optimizers))
