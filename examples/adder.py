@@ -6,7 +6,7 @@ The model (token and position embeddings, a causal nn.TransformerEncoder, a line
 next token and is trained on the answer tokens only. A set of (a, b) pairs is held out and never
 trained on; the score is the exact match of greedy decoding on those. Saves loss/accuracy curves.
 
-    python examples/adder.py [--device cuda] [--steps 4000]
+    python examples/adder.py [--device cuda] [--steps 2000]
 """
 import random
 
@@ -78,7 +78,7 @@ def exact_match(model, data, batch_size=2000):
 
 def main(argv=None):
     p = parser(__doc__.splitlines()[0], "adder.png")
-    p.add_argument("--steps", type=int, default=4000)
+    p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--d-model", type=int, default=64)
