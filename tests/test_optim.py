@@ -438,3 +438,15 @@ def test_optimizer_state_dict_without_newer_options_loads_with_defaults():
     p.grad = ag.ones(2)
     fresh.step()
     assert fresh.param_groups[0]["amsgrad"] is False
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+def test_every_optimizer_steps_a_0d_parameter(name, device):
+    p = ag.tensor(1.5, device=device, requires_grad=True)
+    extra = {"momentum": 0.9} if name in ("SGD", "RMSprop") else {}
+    opt = getattr(ag.optim, name)([p], lr=0.01, **extra)
+    for _ in range(3):
+        opt.zero_grad()
+        (p * p).backward()
+        opt.step()
+    assert p.shape == () and 0 < p.item() < 1.5
