@@ -54,8 +54,8 @@ def _setup(shape, dtype, device, op, default=None):
 
 def _number_arg(v, op, what):
     """v when it is a number (Python, or a 0-d NumPy value), else a TypeError naming the argument."""
-    if isinstance(v, (bool, int, float)) or getattr(v, "ndim", None) == 0 and getattr(v, "dtype", None) is not None \
-            and v.dtype.kind in "biuf":
+    if isinstance(v, (bool, int, float, complex)) or getattr(v, "ndim", None) == 0 and getattr(v, "dtype", None) is not None \
+            and v.dtype.kind in "biufc":
         return v
     raise TypeError(f"{op}: expected a number as {what}, got {type(v).__name__}")
 
@@ -91,7 +91,8 @@ def full(shape, fill_value, *, dtype=None, device=None, requires_grad=False):
     if isinstance(shape, int):
         shape = (shape,)
     _number_arg(fill_value, "full", "fill_value")
-    default = _dt.bool_ if isinstance(fill_value, bool) else _dt.int64 if isinstance(fill_value, int) else None
+    default = _dt.bool_ if isinstance(fill_value, bool) else _dt.int64 if isinstance(fill_value, int) else \
+        _dt.get_default_complex_dtype() if isinstance(fill_value, complex) else None
     shape, dt, dev, b = _setup(tuple(shape), dtype, device, "full", default)
     return _out(b.call(b.xp.full, shape, fill_value, dtype=dt), dev, requires_grad)
 
@@ -124,15 +125,25 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     return _out(b.call(b.xp.eye, n, m, dtype=dt), dev, requires_grad)
 
 
+def _complex_samples(draw, shape, dt, b, scale):
+    """A complex sample from two real draws of its precision (real parts, then imaginary parts)."""
+    parts = draw(shape + (2,), _dt.real_dtype(dt))
+    return b.call(lambda: (parts[..., 0] * scale + parts[..., 1] * (scale * 1j)).astype(dt))
+
+
 def rand(*shape, dtype=None, device=None, requires_grad=False):
-    """Uniform samples in [0, 1)."""
+    """Uniform samples in [0, 1) (for a complex dtype: real and imaginary parts each, as in PyTorch)."""
     shape, dt, dev, b = _setup(shape, dtype, device, "rand")
+    if dt.kind == "c":
+        return _out(_complex_samples(b.rand, shape, dt, b, 1.0), dev, requires_grad)
     return _out(b.rand(shape, _float_dtype(dt, "rand")), dev, requires_grad)
 
 
 def randn(*shape, dtype=None, device=None, requires_grad=False):
-    """Standard normal samples."""
+    """Standard normal samples (for a complex dtype: E|z|^2 = 1, each part of variance 1/2, as in PyTorch)."""
     shape, dt, dev, b = _setup(shape, dtype, device, "randn")
+    if dt.kind == "c":
+        return _out(_complex_samples(b.randn, shape, dt, b, 0.5 ** 0.5), dev, requires_grad)
     return _out(b.randn(shape, _float_dtype(dt, "randn")), dev, requires_grad)
 
 

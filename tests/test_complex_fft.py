@@ -68,6 +68,26 @@ def test_complex_and_view_as_real_roundtrip(device):
     np.testing.assert_array_equal(ag.view_as_complex(ag.view_as_real(z)).numpy(), z.numpy())
 
 
+def test_complex_creation(device):
+    assert ag.full((2,), 1j, device=device).dtype == ag.complex64
+    ag.manual_seed(0)
+    z = ag.randn(4000, dtype=ag.complex128, device=device)
+    assert z.dtype == ag.complex128
+    assert abs((z.abs() ** 2).mean().item() - 1.0) < 0.1        # each part has variance 1/2, as in PyTorch
+    r = ag.rand(100, dtype=ag.complex64, device=device)
+    assert 0 <= r.real.min().item() and r.imag.max().item() < 1
+
+
+def test_logsumexp_of_complex_matches_torch():
+    torch = pytest.importorskip("torch")
+    z0 = _c(2, 3) * 3
+    fn = (lambda m, z: m.logsumexp(z, 1).abs().sum())
+    v, (g,) = _ag_grads(fn, [z0], "cpu")
+    tv, (tg,) = _torch_grads(torch, fn, [z0])
+    np.testing.assert_allclose(v, tv)
+    np.testing.assert_allclose(g, tg, rtol=1e-10)
+
+
 # --------------------------------------------------------------------------- gradients vs PyTorch
 def _torch_grads(torch, fn, arrays):
     ts = [torch.tensor(a, requires_grad=True) for a in arrays]

@@ -172,7 +172,8 @@ class LogSumExp(Function):
     def forward(ctx, x, axes, keepdims):
         xp = ctx.xp
         a = x.data
-        m = xp.max(a, axis=axes, keepdims=True) if a.size else xp.zeros(_kept_shape(a.shape, axes), a.dtype)
+        r = a.real if a.dtype.kind == "c" else a              # complex: shift by the largest real part
+        m = xp.max(r, axis=axes, keepdims=True) if a.size else xp.zeros(_kept_shape(a.shape, axes), r.dtype)
         m = xp.where(xp.isfinite(m), m, 0)
         out = xp.log(xp.sum(xp.exp(a - m), axis=axes, keepdims=True)) + m
         y = ctx.wrap(out if keepdims else out.reshape(tuple(s for i, s in enumerate(a.shape) if i not in axes)))
@@ -185,7 +186,7 @@ class LogSumExp(Function):
         x, y = ctx.saved_tensors
         shape = x.shape
         softmax = exp(x - _regrow(y, shape, ctx.axes, ctx.keepdims))
-        return _regrow(grad, shape, ctx.axes, ctx.keepdims) * softmax, None, None
+        return _regrow(grad, shape, ctx.axes, ctx.keepdims) * conj(softmax), None, None
 
 
 def logsumexp(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
