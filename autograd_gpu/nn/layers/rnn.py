@@ -181,6 +181,77 @@ def _gru_backward(L, mode, rec, steps, dout, dh, dc, w_hh):
     return dgx, dgh, dh, None
 
 
+# The LSTM's array path once more, written for speed (the benchmarked layer): every per-sequence array is
+# allocated once and written in place (activations, cells, outputs, gate gradients), so a step makes no
+# allocation of (B, 4H) floats (glibc serves those with mmap: page faults each time), the sigmoid is
+# tanh(a/2)/2 + 1/2 in place (no overflow to silence), and the weight gradient needs no stacked copy of
+# the previous hidden states. _lstm_forward/_lstm_backward above stay the reference (and the Tensor path).
+def _sigmoid_(xp, a):
+    a *= 0.5
+    xp.tanh(a, out=a)
+    a *= 0.5
+    a += 0.5
+
+
+def _lstm_forward_fast(backend, gx, h, c, w_hh, steps):
+    xp, (T, B, G), H = backend.xp, gx.shape, h.shape[-1]
+    wt = xp.ascontiguousarray(w_hh.T)
+    A, C = xp.empty((T, B, G), dtype=gx.dtype), xp.empty((T, B, H), dtype=gx.dtype)
+    TC, OUT = xp.empty_like(C), xp.empty_like(C)
+    for t in steps:
+        a = A[t]
+        backend.matmul(h, wt, out=a)
+        a += gx[t]
+        _sigmoid_(xp, a[:, :2 * H])
+        xp.tanh(a[:, 2 * H:3 * H], out=a[:, 2 * H:3 * H])
+        _sigmoid_(xp, a[:, 3 * H:])
+        c_t = C[t]
+        xp.multiply(a[:, H:2 * H], c, out=c_t)
+        c_t += a[:, :H] * a[:, 2 * H:3 * H]
+        xp.tanh(c_t, out=TC[t])
+        xp.multiply(a[:, 3 * H:], TC[t], out=OUT[t])
+        h, c = OUT[t], c_t
+    return OUT, h.copy(), c.copy(), (A, C, TC, OUT)
+
+
+def _lstm_backward_fast(backend, rec, steps, h0, c0, w_hh, dout, dh, dc, need_w):
+    xp, (A, C, TC, OUT) = backend.xp, rec
+    H = h0.shape[-1]
+    DA = xp.empty_like(A)
+    dh = xp.zeros_like(h0) if dh is None else dh.copy()     # updated in place below
+    dc = xp.zeros_like(c0) if dc is None else dc.copy()
+    for k in range(len(steps) - 1, -1, -1):
+        t = steps[k]
+        a, tc, da = A[t], TC[t], DA[t]
+        i, f, g, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
+        c_prev = C[steps[k - 1]] if k else c0
+        if dout is not None:
+            dh += dout[t]
+        u = tc * tc
+        xp.subtract(1, u, out=u)
+        u *= o
+        u *= dh
+        dc += u
+        xp.multiply(dc, g, out=da[:, :H])
+        xp.multiply(dc, c_prev, out=da[:, H:2 * H])
+        xp.multiply(dc, i, out=da[:, 2 * H:3 * H])
+        xp.multiply(dh, tc, out=da[:, 3 * H:])
+        s = a[:, :2 * H]                                    # sigmoid' = s (1 - s), tanh' = 1 - g^2
+        da[:, :2 * H] *= s * (1 - s)
+        da[:, 2 * H:3 * H] *= 1 - g * g
+        da[:, 3 * H:] *= o * (1 - o)
+        dc *= f
+        dh = backend.matmul(da, w_hh)
+    dw = None
+    if need_w:                                              # sum_t dgates_t^T h_{t-1}, h_{t-1} read from OUT
+        first, G = steps[0], A.shape[-1]
+        dw = DA[first].T @ h0
+        if len(steps) > 1:
+            rest, prev = (DA[1:], OUT[:-1]) if first == 0 else (DA[:-1], OUT[1:])
+            dw += rest.reshape(-1, G).T @ prev.reshape(-1, H)
+    return DA, dh, dc, dw
+
+
 _STEP = {"RNN_TANH": (_rnn_forward, _rnn_backward), "RNN_RELU": (_rnn_forward, _rnn_backward),
          "LSTM": (_lstm_forward, _lstm_backward), "GRU": (_gru_forward, _gru_backward)}
 
@@ -194,13 +265,14 @@ class _Recurrence(Function):
     def forward(ctx, mode, gx, h0, c0, w_hh, b_hh, reverse):
         T = gx.shape[0]                                     # > 0: the layers refuse empty sequences
         ctx.mode, ctx.steps = mode, range(T - 1, -1, -1) if reverse else range(T)
-        L = _Arrays(ctx.device._backend or ctx.device.backend)
-        outs, h, c, ctx.rec = _STEP[mode][0](L, mode, gx.data, h0.data, None if c0 is None else c0.data, w_hh.data,
-                                             None if b_hh is None else b_hh.data, ctx.steps)
+        backend = ctx.device._backend or ctx.device.backend
         ctx.save_for_backward(gx, h0, c0, w_hh, b_hh)
-        out = ctx.wrap(L.stack(outs))
-        h = ctx.wrap(h.copy())                              # its own memory, not a view of out
-        return (out, h) if c0 is None else (out, h, ctx.wrap(c.copy()))
+        if mode == "LSTM":
+            out, h, c, ctx.rec = _lstm_forward_fast(backend, gx.data, h0.data, c0.data, w_hh.data, ctx.steps)
+            return ctx.wrap(out), ctx.wrap(h), ctx.wrap(c)
+        outs, h, _, ctx.rec = _STEP[mode][0](_Arrays(backend), mode, gx.data, h0.data, None, w_hh.data,
+                                             None if b_hh is None else b_hh.data, ctx.steps)
+        return ctx.wrap(_Arrays(backend).stack(outs)), ctx.wrap(h.copy())   # h_n: not a view of the output
 
     @staticmethod
     def backward(ctx, dout, dh, dc=None):
@@ -214,6 +286,11 @@ class _Recurrence(Function):
             backend = ctx.device._backend or ctx.device.backend
             L, w, rec = _Arrays(backend), w_hh.data, ctx.rec
             dout, dh, dc = (None if g is None else g.data for g in (dout, dh, dc))
+            if mode == "LSTM":
+                grads = _lstm_backward_fast(backend, rec, steps, h0.data, c0.data, w, dout, dh, dc,
+                                            ctx.needs_input_grad[4])
+                return (None,) + tuple(ctx.wrap(g) if g is not None and n else None
+                                       for g, n in zip(grads, ctx.needs_input_grad[1:5])) + (None, None)
         dh = L.zeros_like(h0 if L is _Tensors else h0.data) if dh is None else dh
         if c0 is not None and dc is None:
             dc = L.zeros_like(c0 if L is _Tensors else c0.data)
