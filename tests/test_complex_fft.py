@@ -297,3 +297,19 @@ def test_optimizers_update_complex_parameters_as_torch(name, kw, device):
         opt.step()
         opt_t.step()
     np.testing.assert_allclose(z.numpy(), zt.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_a_complex_gradient_reaching_a_real_leaf_keeps_its_real_part():
+    class Twice(ag.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return ctx.wrap(x.data * 2)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * (2 + 1j)             # a sloppy custom backward: complex for a real input
+
+    x = ag.tensor([1.0, 2.0], requires_grad=True)
+    Twice.apply(x).sum().backward()
+    assert x.grad.dtype == ag.float32
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])

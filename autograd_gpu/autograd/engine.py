@@ -228,6 +228,8 @@ def _finish_leaf(t, g, given, create_graph, owned=True):
     if t._hooks is not None:
         g = _run_hooks(t._hooks, g)
     if g.dtype != t.dtype:
+        if g.data.dtype.kind == "c" and t.data.dtype.kind != "c":
+            g = g.real                      # a real leaf's gradient is the real part (PyTorch's engine)
         g = g.to(dtype=t.dtype)
     cur = t.grad
     if cur is None:
