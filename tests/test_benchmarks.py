@@ -12,7 +12,7 @@ def test_benchmarks_tiny_run_writes_json_table_and_plots(tmp_path):
     data = json.loads((tmp_path / "benchmarks.json").read_text())
     assert {r["workload"] for r in data["rows"]} == {"op_overhead", "mlp_step", "cnn_step", "elementwise_4m",
                                                        "matmul_1024", "deep_chain",
-                                                       "transformer_step", "lstm_step"}
+                                                       "transformer_step", "lstm_step", "per_example_grads"}
     for r in data["rows"]:
         assert r["ours"]["median"] > 0 and r["ours"]["min"] <= r["ours"]["median"] <= r["ours"]["max"]
     assert data["sweep"] and data["machine"]["cores"] >= 1
