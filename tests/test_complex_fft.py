@@ -313,3 +313,55 @@ def test_a_complex_gradient_reaching_a_real_leaf_keeps_its_real_part():
     Twice.apply(x).sum().backward()
     assert x.grad.dtype == ag.float32
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+
+
+# --------------------------------------------------------------------------- properties (hypothesis)
+from hypothesis import given, settings, HealthCheck, strategies as st  # noqa: E402
+import os  # noqa: E402
+
+_EXAMPLES = int(os.environ.get("AG_FUZZ_EXAMPLES", "6"))
+_SETTINGS = settings(max_examples=_EXAMPLES, deadline=None, derandomize=_EXAMPLES <= 10,
+                     suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def _fft_case(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    n = draw(st.one_of(st.none(), st.integers(1, 7)))
+    norm = draw(st.sampled_from([None, "ortho", "forward"]))
+    return shape, axis, n, norm, draw(st.integers(0, 2 ** 16))
+
+
+@_SETTINGS
+@given(case=_fft_case())
+def test_fft_family_matches_numpy_and_finite_differences_on_random_shapes(case):
+    shape, axis, n, norm, seed = case
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=shape)
+    z = x + 1j * rng.normal(size=shape)
+    for fn, a in (("fft", z), ("ifft", z), ("rfft", x), ("irfft", z)):
+        if fn == "irfft" and n is None and shape[axis] == 1:
+            continue                                    # 2 * (1 - 1) = 0 points: NumPy raises too
+        f = getattr(ag.fft, fn)
+        got = f(ag.tensor(a), n=n, axis=axis, norm=norm)
+        np.testing.assert_allclose(got.numpy(), getattr(np.fft, fn)(a, n=n, axis=axis, norm=norm), atol=1e-12)
+        assert ag.autograd.gradcheck(lambda t: f(t, n=n, axis=axis, norm=norm),
+                                     (ag.tensor(a, requires_grad=True),))
+
+
+@_SETTINGS
+@given(case=_fft_case())
+def test_inverse_transforms_undo_forward_ones(case):
+    shape, axis, _, norm, seed = case
+    rng = np.random.default_rng(seed)
+    x = ag.tensor(rng.normal(size=shape))
+    z = ag.tensor(rng.normal(size=shape) + 1j * rng.normal(size=shape))
+    np.testing.assert_allclose(ag.fft.ifft(ag.fft.fft(z, axis=axis, norm=norm), axis=axis, norm=norm).numpy(),
+                               z.numpy(), atol=1e-12)
+    m = shape[axis]
+    back = ag.fft.irfft(ag.fft.rfft(x, axis=axis, norm=norm), n=m, axis=axis, norm=norm)
+    np.testing.assert_allclose(back.numpy(), x.numpy(), atol=1e-12)
+    # Parseval: the orthonormal transform keeps the energy
+    e = (ag.fft.fftn(z, norm="ortho").abs() ** 2).sum().item()
+    np.testing.assert_allclose(e, (z.abs() ** 2).sum().item(), rtol=1e-10)

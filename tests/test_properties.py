@@ -41,8 +41,9 @@ def broadcastable_pair(draw):
 
 
 def _inputs(info, shapes_, seed, device="cpu"):
-    arrays = make_arrays(shapes_, np.float64, info.domain, info.avoid, seed=seed, kinds=info.kinds)
-    xs = [ag.tensor(a, device=device, requires_grad=a.dtype.kind == "f") for a in arrays]
+    dtype = np.complex128 if info.dtypes[0].kind == "c" else np.float64      # complex entries: complex inputs
+    arrays = make_arrays(shapes_, dtype, info.domain, info.avoid, seed=seed, kinds=info.kinds)
+    xs = [ag.tensor(a, device=device, requires_grad=a.dtype.kind in "fc") for a in arrays]
     return arrays, xs
 
 
