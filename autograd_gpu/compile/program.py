@@ -142,7 +142,8 @@ def build_program(steps, inputs, finals, values, backend_of, fuser=None):
     n_fused = n_buffers = 0
     em = _Emitter()
     if fuser is not None:
-        steps, n_fused, n_buffers = fuser.plan(steps, inputs, keep, values, em)
+        steps, n_fused, n_buffers, renamed = fuser.plan(steps, inputs, keep, values, em)
+        finals = [renamed.get(v, v) for v in finals]
     body = []
     if inputs:
         body.append(", ".join(f"v{v}" for v in inputs) + ", = I")

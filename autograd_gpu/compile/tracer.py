@@ -129,28 +129,28 @@ def _template(x):
 
 def _binop(fn, name):
     def op(self, other):
-        return _dispatch(fn, (self, other), {}, name)
+        return _dispatch(fn, (self, other), {}, name, fresh=True)
     op.__name__ = f"__{name}__"
     return op
 
 
 def _rbinop(fn, name):
     def op(self, other):
-        return _dispatch(fn, (other, self), {}, name)
+        return _dispatch(fn, (other, self), {}, name, fresh=True)
     op.__name__ = f"__r{name}__"
     return op
 
 
 def _ibinop(fn, name):
     def op(self, other):
-        return _dispatch(fn, (self, other), {}, "i" + name, mutates=(0,))
+        return _dispatch(fn, (self, other), {}, "i" + name, mutates=(0,), fresh=True)
     op.__name__ = f"__i{name}__"
     return op
 
 
 def _unop(fn, name):
     def op(self):
-        return _dispatch(fn, (self,), {}, name)
+        return _dispatch(fn, (self,), {}, name, fresh=True)
     op.__name__ = f"__{name}__"
     return op
 
@@ -165,6 +165,9 @@ def _read(fn, name):
 # methods of arrays that write into the array itself (their first argument is the receiver)
 MUTATING_METHODS = frozenset({"fill", "sort", "partition", "put", "itemset", "resize", "setfield", "setflags",
                               "byteswap"})
+# methods whose result is a new array (never a view of an argument)
+FRESH_METHODS = frozenset({"sum", "mean", "prod", "max", "min", "std", "var", "argmax", "argmin", "any", "all",
+                           "cumsum", "cumprod", "dot", "round", "clip", "copy", "astype", "nonzero", "argsort"})
 # methods that read values into Python
 READING_METHODS = frozenset({"item", "tolist", "tobytes", "tofile", "dump", "dumps", "__array__", "get"})
 
@@ -245,7 +248,8 @@ def _method(recv, name):
     def call(*args, **kwargs):
         if name in READING_METHODS:
             return _guard(fn, (recv,) + args, kwargs, name)
-        return _dispatch(fn, (recv,) + args, kwargs, name, mutates=(0,) if name in MUTATING_METHODS else ())
+        return _dispatch(fn, (recv,) + args, kwargs, name, mutates=(0,) if name in MUTATING_METHODS else (),
+                         fresh=name in FRESH_METHODS and "out" not in kwargs and kwargs.get("copy", True) is not False)
     return call
 
 
@@ -336,7 +340,11 @@ class Tracer:
         out_arg = kwargs.get("out")
         if out_arg is not None and not _has_traced(out_arg) and _is_array(out_arg):
             self.fail(f"{label} writes (out=) into an array the trace does not know, at {user_frame()}")
-        out = fn(*real_args, **real_kwargs)
+        _active[0] = None                # the call itself runs untraced (a kernel calling kernels)
+        try:
+            out = fn(*real_args, **real_kwargs)
+        finally:
+            _active[0] = self
         has = _has_traced((args, kwargs))
         if not has and not _is_array(out) and not (isinstance(out, (tuple, list)) and any(map(_is_array, out))):
             return out                   # a constant computation (dtypes, shapes): nothing to log
@@ -360,13 +368,21 @@ class Tracer:
         return res
 
     def guard(self, fn, args, kwargs, label):
-        out = fn(*_unwrap(args), **_unwrap(kwargs))
+        _active[0] = None
+        try:
+            out = fn(*_unwrap(args), **_unwrap(kwargs))
+        finally:
+            _active[0] = self
         step = Step("guard", fn, _template(args), _template(kwargs), label)
         return self._guard_step(step, out, label)
 
     def _guard_step(self, step, out, label):
         step.kind = "guard"
-        step.expect = _freeze(out)
+        _active[0] = None
+        try:
+            step.expect = _freeze(out)
+        finally:
+            _active[0] = self
         step.where = user_frame()
         self.steps.append(step)
         self._note_read(label)
@@ -492,7 +508,8 @@ class _FnProxy:
             return self.real(*_unwrap(args), **_unwrap(kwargs))
         if self.name in READING_FUNCS:
             return t.guard(self.real, args, kwargs, self.name)
-        return t.call(self.real, args, kwargs, self.name, fresh=_is_ufunc(self.real) and "out" not in kwargs)
+        fresh = (_is_ufunc(self.real) or self.name in FRESH_FUNCS) and "out" not in kwargs
+        return t.call(self.real, args, kwargs, self.name, fresh=fresh)
 
     def __getattr__(self, name):
         real = getattr(self.real, name)
@@ -509,6 +526,12 @@ class _FnProxy:
         return call
 
 
+# xp functions whose result is a new array (never a view of an argument)
+FRESH_FUNCS = frozenset({"sum", "mean", "prod", "max", "min", "amax", "amin", "matmul", "dot", "tensordot",
+                         "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
+                         "arange", "linspace", "eye", "where", "concatenate", "stack", "copy", "clip", "sort",
+                         "argsort", "cumsum", "cumprod", "var", "std", "any", "all", "argmax", "argmin",
+                         "count_nonzero", "outer", "logsumexp", "tanh", "exp", "log"})
 READING_FUNCS = frozenset({"array_equal", "allclose", "array_equiv", "array2string", "array_repr", "array_str",
                            "save", "savez", "savetxt", "asnumpy", "isclose_all"})
 
@@ -588,10 +611,10 @@ def host_values(fn, *args, dtype=None, device=None):
     xp = backend.__dict__.get("xp")
     real_xp = xp._real if isinstance(xp, XpProxy) else backend.xp
 
-    def arrays(*a):
-        return tuple(backend.call(real_xp.asarray, v, dtype=dtype) for v in fn(*a))
-    out = arrays(*args)
-    step = Step("call", arrays, _template(args), {}, "host_values")
+    def arrays():        # the arguments are Python state, by reference (never copied into the program)
+        return tuple(backend.call(real_xp.asarray, v, dtype=dtype) for v in fn(*args))
+    out = arrays()
+    step = Step("call", arrays, (), {}, "host_values")
     res = t._wrap_out(out, (), {}, step)
     t.steps.append(step)
     return res

@@ -1,0 +1,297 @@
+"""ag.compile: compiled functions equal the eager ones on new inputs at every call (values, gradients,
+parameter and optimizer-state updates), retrace on a new signature or a changed guarded value, and
+never give a stale answer."""
+import warnings
+
+import numpy as np
+import pytest
+
+import autograd_gpu as ag
+from autograd_gpu import nn, optim
+import autograd_gpu.nn.functional as F
+from autograd_gpu.testing.helpers import make_arrays, assert_close, to_numpy
+from autograd_gpu.testing.op_db import OP_DB
+
+
+def _loss(o):
+    return (o.real + o.imag).sum() if o.dtype.kind == "c" else o.sum()
+
+
+def _tol(dtype):
+    return dict(rtol=1e-4, atol=1e-5) if ag.backends.dtype(dtype).itemsize <= 8 and \
+        ag.backends.dtype(dtype) in (np.float32, np.complex64) else dict(rtol=1e-9, atol=1e-10)
+
+
+def _op_fn(info):
+    def f(*ts):
+        out = info.op(*ts)
+        outs = out if isinstance(out, tuple) else (out,)
+        losses = [_loss(o) for o in outs if isinstance(o, ag.Tensor) and o.requires_grad]
+        if losses:
+            total = losses[0]
+            for l in losses[1:]:
+                total = total + l
+            total.backward()
+        return outs
+    return f
+
+
+def _inputs(info, shapes, dtype, device, seed):
+    arrays = make_arrays(shapes, dtype, info.domain, info.avoid, seed=seed, kinds=info.kinds)
+    return arrays, [[ag.tensor(a, device=device, requires_grad=info.grad and a.dtype.kind in "fc") for a in arrays]
+                    for _ in range(2)]
+
+
+@pytest.mark.parametrize("info", [pytest.param(i, id=i.name) for i in OP_DB])
+def test_compile_matches_eager_over_the_op_table(info, device):
+    dtype = info.dtypes[0]
+    tol = _tol(dtype)
+    for shapes in info.samples:
+        f = _op_fn(info)
+        cf = ag.compile(f)
+        for seed in range(3):              # trace, then replays on new values
+            _, (ts, us) = _inputs(info, shapes, dtype, device, seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)      # an op that runs eagerly says so once
+                got = cf(*ts)
+            want = f(*us)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                if isinstance(w, ag.Tensor):
+                    assert_close(g, w, **tol)
+                else:
+                    assert g == w
+            for t, u in zip(ts, us):
+                assert (t.grad is None) == (u.grad is None)
+                if u.grad is not None:
+                    assert_close(t.grad, u.grad, **tol)
+        assert cf.stats["traces"] + cf.stats["eager"] + cf.stats["replays"] == 3
+
+
+# --------------------------------------------------------------------------- training steps
+def _model(device, seed=0, dropout=0.0):
+    ag.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(dropout), nn.Linear(16, 3)).to(device)
+
+
+@pytest.mark.parametrize("opt_cls,kw", [(optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.Adam, dict(lr=0.01)),
+                                        (optim.AdamW, dict(lr=0.01)), (optim.RMSprop, dict(lr=0.01)),
+                                        (optim.Adagrad, dict(lr=0.1))], ids=lambda v: getattr(v, "__name__", ""))
+def test_compiled_training_step_equals_eager_for_20_steps(opt_cls, kw, device):
+    m1, m2 = _model(device), _model(device)
+    o1, o2 = opt_cls(m1.parameters(), **kw), opt_cls(m2.parameters(), **kw)
+
+    def step(m, o, x, y):
+        o.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        o.step()
+        return loss
+
+    @ag.compile
+    def cstep(x, y):
+        return step(m2, o2, x, y)
+
+    rng = np.random.default_rng(0)
+    for i in range(20):
+        x = ag.tensor(rng.standard_normal((8, 6)).astype(np.float32), device=device)
+        y = ag.tensor(rng.integers(0, 3, 8), device=device)
+        assert_close(cstep(x, y), step(m1, o1, x, y), rtol=1e-5, atol=1e-6)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        assert_close(p2, p1, rtol=1e-5, atol=1e-6)
+        assert_close(p2.grad, p1.grad, rtol=1e-5, atol=1e-6)
+    assert cstep.stats["replays"] >= 17          # the first two calls trace (optimizer state appears)
+    assert o2.state[next(iter(m2.parameters()))].get("step", 20) == 20
+
+
+def test_batch_norm_statistics_update_on_every_replay(device):
+    def make():
+        ag.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 1)).to(device)
+    m1, m2 = make(), make()
+
+    @ag.compile
+    def fwd(x):
+        with ag.no_grad():
+            return m2(x)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        x = ag.tensor(rng.standard_normal((16, 4)).astype(np.float32), device=device)
+        with ag.no_grad():
+            want = m1(x)
+        assert_close(fwd(x), want, rtol=1e-5, atol=1e-6)
+    assert_close(m2[1].running_mean, m1[1].running_mean, rtol=1e-5, atol=1e-6)
+    assert_close(m2[1].running_var, m1[1].running_var, rtol=1e-5, atol=1e-6)
+    m1.eval(), m2.eval()
+    x = ag.tensor(rng.standard_normal((16, 4)).astype(np.float32), device=device)
+    with ag.no_grad():
+        assert_close(fwd(x), m1(x), rtol=1e-5, atol=1e-6)     # eval mode is a new signature
+    assert fwd.stats["traces"] == 2
+
+
+def test_grad_accumulates_across_calls_as_in_eager(device):
+    x = ag.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+    xe = ag.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
+
+    def f(t):
+        (t * t).sum().backward()
+    cf = ag.compile(f)
+    for _ in range(4):
+        cf(x)
+        f(xe)
+        assert_close(x.grad, xe.grad)
+    assert cf.stats["replays"] >= 2
+
+
+# --------------------------------------------------------------------------- randomness
+def test_dropout_masks_differ_between_calls_and_follow_manual_seed(device):
+    x = ag.ones(1000, device=device)
+
+    @ag.compile
+    def drop(t):
+        return F.dropout(t, 0.5, training=True)
+    a, b, c = drop(x), drop(x), drop(x)
+    assert not np.array_equal(to_numpy(b), to_numpy(c))
+    assert not np.array_equal(to_numpy(a), to_numpy(b))
+    ag.manual_seed(3)
+    d = drop(x)
+    ag.manual_seed(3)
+    e = drop(x)
+    ag.manual_seed(3)
+    want = F.dropout(x, 0.5, training=True)
+    assert np.array_equal(to_numpy(d), to_numpy(e))
+    assert np.array_equal(to_numpy(d), to_numpy(want))
+    assert drop.stats["replays"] >= 4
+
+
+# --------------------------------------------------------------------------- signatures and outputs
+def test_new_shape_dtype_or_scalar_retraces(device):
+    @ag.compile
+    def f(t, k):
+        return t * k + 1
+    x32 = ag.ones(3, device=device)
+    assert_close(f(x32, 2.0), x32 * 2.0 + 1)
+    assert_close(f(x32 + 1, 2.0), (x32 + 1) * 2.0 + 1)
+    assert f.stats == {"traces": 1, "replays": 1, "eager": 0, "guard_failures": 0}
+    assert_close(f(ag.ones(4, device=device), 2.0), ag.ones(4, device=device) * 2.0 + 1)
+    x64 = ag.ones(3, dtype=ag.float64, device=device)
+    out = f(x64, 2.0)
+    assert out.dtype == ag.float64
+    assert_close(f(x32, 3.0), x32 * 3.0 + 1)
+    assert f.stats["traces"] == 4
+
+
+def test_outputs_of_earlier_calls_stay_valid(device):
+    @ag.compile
+    def f(t):
+        return ag.exp(t) * 2, (t + 1).sum()
+    xs = [ag.tensor(np.full(5000, float(i), np.float32), device=device) for i in range(4)]
+    outs = [f(x) for x in xs]
+    for x, (a, s) in zip(xs, outs):
+        assert_close(a, ag.exp(x) * 2)
+        assert_close(s, (x + 1).sum())
+
+
+def test_returns_the_input_and_python_values(device):
+    @ag.compile
+    def f(t):
+        return t, {"double": t * 2, "n": 3}
+    x = ag.ones(2, device=device)
+    for _ in range(3):
+        a, d = f(x)
+        assert a is x and d["n"] == 3
+        assert_close(d["double"], x * 2)
+
+
+# --------------------------------------------------------------------------- guards
+def test_item_dependent_control_flow_retraces(device):
+    def f(t):
+        if t.sum().item() > 0:
+            return t * 2
+        return t * 3
+    cf = ag.compile(f)
+    pos, neg = ag.ones(3, device=device), -ag.ones(3, device=device)
+    for t in (pos, pos, neg, neg, pos):
+        assert_close(cf(t), f(t))
+    assert cf.stats["guard_failures"] >= 2
+
+
+def test_a_value_that_keeps_changing_runs_eagerly_with_a_warning_naming_the_line(device):
+    def f(t):
+        return t * t.max().item()
+    cf = ag.compile(f)
+    with pytest.warns(RuntimeWarning, match=r"test_compile\.py:\d+"):
+        for i in range(12):
+            t = ag.full((3,), float(i), device=device)
+            assert_close(cf(t), t * float(i))
+
+
+def test_reading_a_value_after_updating_parameters_warns_and_stays_correct(device):
+    m1, m2 = _model(device), _model(device)
+    o1, o2 = optim.SGD(m1.parameters(), lr=0.1), optim.SGD(m2.parameters(), lr=0.1)
+
+    def step(m, o, x):
+        o.zero_grad()
+        loss = m(x).sum()
+        loss.backward()
+        o.step()
+        return loss.item()
+    cstep = ag.compile(lambda x: step(m2, o2, x))
+    x = ag.ones((2, 6), device=device)
+    with pytest.warns(RuntimeWarning, match=r"test_compile\.py:\d+"):
+        for _ in range(4):
+            assert cstep(x) == pytest.approx(step(m1, o1, x), rel=1e-5)
+
+
+def test_boolean_mask_indexing_gives_the_eager_answer(device):
+    def f(t):
+        return t[t > 0].sum() * 2
+    cf = ag.compile(f)
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        t = ag.tensor(rng.standard_normal(20).astype(np.float32), device=device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            assert_close(cf(t), f(t))
+
+
+def test_nested_compiled_functions_and_methods(device):
+    inner = ag.compile(lambda t: t * 2)
+
+    class M:
+        def __init__(self):
+            self.w = ag.ones(3, device=device)
+
+        @ag.compile
+        def __call__(self, t):
+            return inner(t) + self.w
+    m = M()
+    for i in range(3):
+        x = ag.full((3,), float(i), device=device)
+        assert_close(m(x), x * 2 + 1)
+
+
+def test_compile_refuses_a_non_callable():
+    with pytest.raises(TypeError, match="compile"):
+        ag.compile(3)
+
+
+# --------------------------------------------------------------------------- fusion (CPU)
+def test_large_elementwise_graph_is_fused_and_buffered():
+    pytest.importorskip("numexpr")
+    a = np.random.default_rng(3).standard_normal(1 << 16).astype(np.float32)
+    x = ag.tensor(a, requires_grad=True)
+    xe = ag.tensor(a, requires_grad=True)
+
+    def f(t):
+        t.grad = None
+        s = ag.sigmoid(t)
+        loss = (s * t + t * t).sum()
+        loss.backward()
+        return loss
+    cf = ag.compile(f)
+    for _ in range(3):
+        assert_close(cf(x), f(xe), rtol=1e-5)
+        assert_close(x.grad, xe.grad, rtol=1e-5, atol=1e-6)
+    prog = cf.programs()[-1]
+    assert prog.n_fused >= 1
