@@ -48,7 +48,7 @@ def backend_of_array(a):
         return _cpu_backend
     if _cupy_backend.is_cupy_array(a):
         return get_backend(f"cuda:{a.device.id}")
-    return None
+    return getattr(a, "_ag_backend", None)      # an array handle of ag.compile's tracer, else None
 
 
 def is_array(a):
