@@ -365,3 +365,11 @@ def test_inverse_transforms_undo_forward_ones(case):
     # Parseval: the orthonormal transform keeps the energy
     e = (ag.fft.fftn(z, norm="ortho").abs() ** 2).sum().item()
     np.testing.assert_allclose(e, (z.abs() ** 2).sum().item(), rtol=1e-10)
+
+
+def test_fft_accepts_pytorch_dim():
+    z = ag.tensor(_c(3, 4))
+    np.testing.assert_allclose(ag.fft.fft(z, dim=0).numpy(), np.fft.fft(z.numpy(), axis=0))
+    np.testing.assert_allclose(ag.fft.fftn(z, dim=(1,)).numpy(), np.fft.fftn(z.numpy(), axes=(1,)))
+    with pytest.raises(TypeError, match="both"):
+        ag.fft.fft(z, axis=0, dim=1)

@@ -158,6 +158,15 @@ def _c2c(x, s, axes, norm, inverse, op):
     return FFT.apply(x, axes, _norm(norm, op), inverse)
 
 
+def _dim(axis, dim, default, op):
+    """NumPy's axis/axes, or PyTorch's dim (not both)."""
+    if dim is None:
+        return axis
+    if axis != default:
+        raise TypeError(f"{op}: got both an axis and dim=; pass one")
+    return dim
+
+
 def _axis(x, axis, op):
     if x.ndim == 0:
         raise ValueError(f"{op}: expected a tensor with at least 1 dimension, got a 0-d tensor")
@@ -165,42 +174,43 @@ def _axis(x, axis, op):
 
 
 # --------------------------------------------------------------------------- public functions
-def fft(x, n=None, axis=-1, norm=None):
+def fft(x, n=None, axis=-1, norm=None, *, dim=None):
     """One-dimensional discrete Fourier transform along ``axis`` (input cropped/zero-padded to n)."""
     x = _input(x, "fft")
-    return _c2c(x, None if n is None else (n,), (_axis(x, axis, "fft"),), norm, False, "fft")
+    return _c2c(x, None if n is None else (n,), (_axis(x, _dim(axis, dim, -1, "fft"), "fft"),), norm, False, "fft")
 
 
-def ifft(x, n=None, axis=-1, norm=None):
+def ifft(x, n=None, axis=-1, norm=None, *, dim=None):
     """Inverse of fft: 1/n scaling with the default norm="backward"."""
     x = _input(x, "ifft")
-    return _c2c(x, None if n is None else (n,), (_axis(x, axis, "ifft"),), norm, True, "ifft")
+    return _c2c(x, None if n is None else (n,), (_axis(x, _dim(axis, dim, -1, "ifft"), "ifft"),), norm, True,
+                "ifft")
 
 
-def fftn(x, s=None, axes=None, norm=None):
+def fftn(x, s=None, axes=None, norm=None, *, dim=None):
     """n-dimensional transform over ``axes`` (all dims, or the last len(s)), sizes ``s``."""
-    return _c2c(x, s, axes, norm, False, "fftn")
+    return _c2c(x, s, _dim(axes, dim, None, "fftn"), norm, False, "fftn")
 
 
-def ifftn(x, s=None, axes=None, norm=None):
+def ifftn(x, s=None, axes=None, norm=None, *, dim=None):
     """Inverse of fftn."""
-    return _c2c(x, s, axes, norm, True, "ifftn")
+    return _c2c(x, s, _dim(axes, dim, None, "ifftn"), norm, True, "ifftn")
 
 
-def fft2(x, s=None, axes=(-2, -1), norm=None):
+def fft2(x, s=None, axes=(-2, -1), norm=None, *, dim=None):
     """fftn over the last two dims."""
-    return _c2c(x, s, axes, norm, False, "fft2")
+    return _c2c(x, s, _dim(axes, dim, (-2, -1), "fft2"), norm, False, "fft2")
 
 
-def ifft2(x, s=None, axes=(-2, -1), norm=None):
+def ifft2(x, s=None, axes=(-2, -1), norm=None, *, dim=None):
     """ifftn over the last two dims."""
-    return _c2c(x, s, axes, norm, True, "ifft2")
+    return _c2c(x, s, _dim(axes, dim, (-2, -1), "ifft2"), norm, True, "ifft2")
 
 
-def rfft(x, n=None, axis=-1, norm=None):
+def rfft(x, n=None, axis=-1, norm=None, *, dim=None):
     """Transform of a real signal: the n // 2 + 1 non-negative frequency terms along ``axis``."""
     x = _input(x, "rfft", want_real=True)
-    a = _axis(x, axis, "rfft")
+    a = _axis(x, _dim(axis, dim, -1, "rfft"), "rfft")
     x = _resize(x, a, x.shape[a] if n is None else n, "rfft")
     return RFFT.apply(x, a, _norm(norm, "rfft"))
 
@@ -214,16 +224,17 @@ def _irfft_last(x, a, n, norm, op):
     return IRFFT.apply(x, a, n, _norm(norm, op))
 
 
-def irfft(x, n=None, axis=-1, norm=None):
+def irfft(x, n=None, axis=-1, norm=None, *, dim=None):
     """Inverse of rfft: n real points (default 2 * (m - 1) for m input bins) along ``axis``."""
     x = _input(x, "irfft")
-    a = _axis(x, axis, "irfft")
+    a = _axis(x, _dim(axis, dim, -1, "irfft"), "irfft")
     return _irfft_last(x, a, 2 * (x.shape[a] - 1) if n is None else n, norm, "irfft")
 
 
-def rfftn(x, s=None, axes=None, norm=None):
+def rfftn(x, s=None, axes=None, norm=None, *, dim=None):
     """n-dimensional transform of a real tensor: rfft over the last of ``axes``, fft over the others."""
     x = _input(x, "rfftn", want_real=True)
+    axes = _dim(axes, dim, None, "rfftn")
     s, axes = _axes_and_sizes(x, s, axes, "rfftn")
     if not axes:
         raise ValueError("rfftn: expected at least one axis")
@@ -234,10 +245,11 @@ def rfftn(x, s=None, axes=None, norm=None):
     return FFT.apply(y, axes[:-1], norm, False) if len(axes) > 1 else y
 
 
-def irfftn(x, s=None, axes=None, norm=None):
+def irfftn(x, s=None, axes=None, norm=None, *, dim=None):
     """Inverse of rfftn: ifft over all but the last of ``axes``, then irfft over the last (its size
     defaults to 2 * (m - 1))."""
     x = _input(x, "irfftn")
+    axes = _dim(axes, dim, None, "irfftn")
     given = s is not None
     s, axes = _axes_and_sizes(x, s, axes, "irfftn")
     if not axes:
@@ -252,14 +264,14 @@ def irfftn(x, s=None, axes=None, norm=None):
     return _irfft_last(x, axes[-1], s[-1], norm, "irfftn")
 
 
-def rfft2(x, s=None, axes=(-2, -1), norm=None):
+def rfft2(x, s=None, axes=(-2, -1), norm=None, *, dim=None):
     """rfftn over the last two dims."""
-    return rfftn(x, s, axes, norm)
+    return rfftn(x, s, _dim(axes, dim, (-2, -1), "rfft2"), norm)
 
 
-def irfft2(x, s=None, axes=(-2, -1), norm=None):
+def irfft2(x, s=None, axes=(-2, -1), norm=None, *, dim=None):
     """irfftn over the last two dims."""
-    return irfftn(x, s, axes, norm)
+    return irfftn(x, s, _dim(axes, dim, (-2, -1), "irfft2"), norm)
 
 
 def _shift(x, axes, sign, op):
@@ -274,14 +286,14 @@ def _shift(x, axes, sign, op):
     return roll(x, tuple(sign * (x.shape[a] // 2) for a in axes), dims=axes)
 
 
-def fftshift(x, axes=None):
+def fftshift(x, axes=None, *, dim=None):
     """Move the zero-frequency term to the centre (a roll by n // 2 over ``axes``, all by default)."""
-    return _shift(x, axes, 1, "fftshift")
+    return _shift(x, _dim(axes, dim, None, "fftshift"), 1, "fftshift")
 
 
-def ifftshift(x, axes=None):
+def ifftshift(x, axes=None, *, dim=None):
     """Inverse of fftshift (a roll by -(n // 2))."""
-    return _shift(x, axes, -1, "ifftshift")
+    return _shift(x, _dim(axes, dim, None, "ifftshift"), -1, "ifftshift")
 
 
 def _freq(name, n, d, dtype, device, requires_grad):
