@@ -346,8 +346,9 @@ class Tracer:
         finally:
             _active[0] = self
         has = _has_traced((args, kwargs))
-        if not has and not _is_array(out) and not (isinstance(out, (tuple, list)) and any(map(_is_array, out))):
-            return out                   # a constant computation (dtypes, shapes): nothing to log
+        if not has and (out.__class__ in _backends.SCALAR_TYPES or not _is_array(out) and not (
+                isinstance(out, (tuple, list)) and any(map(_is_array, out)))):
+            return out                   # a constant computation (dtypes, shapes, typed scalars): nothing to log
         step = Step("call", fn, _template(args), _template(kwargs), label)
         written = [args[i].vid for i in mutates]
         if out_arg is not None:
