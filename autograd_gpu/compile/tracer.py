@@ -479,7 +479,7 @@ class XpProxy:
     def __getattr__(self, name):
         real = getattr(self._real, name)
         if isinstance(real, type) or not callable(real):
-            if type(real).__name__ == "module":
+            if hasattr(real, "__dict__") and not isinstance(real, type):   # a submodule: numpy.fft, cupy.linalg
                 real = XpProxy(real, self._backend)
                 object.__setattr__(self, name, real)
             return real
