@@ -506,18 +506,38 @@ class LayerNorm(Function):
     def backward(ctx, grad):
         x, w, b = ctx.saved_tensors
         axes = ctx.axes
-        if state.enabled:
-            xhat, rstd = _normalized(x, axes, ctx.eps)
-        else:
-            xhat, rstd = ctx.wrap(ctx.xhat), ctx.wrap(ctx.rstd)
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         lead = tuple(range(x.ndim - len(axes)))
+        if not state.enabled:       # no graph of the gradient wanted: in-place array passes, few allocations
+            return LayerNorm._backward_arrays(ctx, grad.data, None if w is None else w.data, lead)
+        xhat, rstd = _normalized(x, axes, ctx.eps)
         gw = (grad * xhat).sum(lead) if need_w else None
         gb = grad.sum(lead) if need_b else None
         gx = None
         if need_x:
             g = grad if w is None else grad * w
             gx = (g - g.mean(axes, keepdims=True) - xhat * (g * xhat).mean(axes, keepdims=True)) * rstd
+        return gx, gw, gb, None, None
+
+    @staticmethod
+    def _backward_arrays(ctx, g, w, lead):
+        """The backward above on arrays (the result is not differentiated again)."""
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        xhat, axes = ctx.xhat, ctx.axes
+        t = g * xhat                                   # grad * xhat: gives the weight's gradient
+        gw = ctx.wrap(t.sum(axis=lead)) if need_w else None
+        gb = ctx.wrap(g.sum(axis=lead)) if need_b else None
+        gx = None
+        if need_x:
+            if w is not None:
+                t *= w                                 # g * xhat with g = grad * weight
+                g = g * w
+            else:
+                g = g.copy()
+            g -= g.mean(axis=axes, keepdims=True)
+            g -= ctx.xp.multiply(xhat, t.mean(axis=axes, keepdims=True), out=t)
+            g *= ctx.rstd
+            gx = ctx.wrap(g)
         return gx, gw, gb, None, None
 
 
@@ -767,11 +787,10 @@ class ScaledDotProductAttention(Function):
     def backward(ctx, grad):
         q, k, v, mask = ctx.saved_tensors
         need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
-        if state.enabled:   # create_graph: the probabilities again as recorded ops, so they differentiate too
-            s = matmul(q, k.swapaxes(-1, -2)) * ctx.scale
-            p = Softmax.apply(s if mask is None else s + mask, s.ndim - 1)
-        else:
-            p = ctx.wrap(ctx.p)
+        if not state.enabled:       # no graph of the gradient wanted: in-place array passes
+            return ScaledDotProductAttention._backward_arrays(ctx, grad, q, k, v, mask)
+        s = matmul(q, k.swapaxes(-1, -2)) * ctx.scale     # the probabilities as recorded ops, to differentiate
+        p = Softmax.apply(s if mask is None else s + mask, s.ndim - 1)
         keep = None if ctx.keep is None else ctx.wrap(ctx.keep)
         gv = None
         if need_v:
@@ -786,6 +805,37 @@ class ScaledDotProductAttention(Function):
         ds = ds * ctx.scale
         gq = _sum_to(matmul(ds, k), q.shape) if need_q else None
         gk = _sum_to(matmul(ds.swapaxes(-1, -2), q), k.shape) if need_k else None
+        return gq, gk, gv, gmask, None, None
+
+    @staticmethod
+    def _backward_arrays(ctx, grad, q, k, v, mask):
+        """The backward above on arrays: dP and dS share one buffer, the scale goes on the (L, E) products."""
+        need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
+        xp, mm = ctx.xp, (ctx.device._backend or ctx.device.backend).matmul
+        p, keep, g = ctx.p, ctx.keep, grad.data
+        wrap = ctx.wrap
+
+        def reduced(a, shape):         # the gradient of a broadcast input: summed back to its shape
+            return _sum_to(wrap(a), shape)
+        gv = reduced(mm(xp.swapaxes(p if keep is None else p * keep, -1, -2), g), v.shape) if need_v else None
+        if not (need_q or need_k or need_mask):
+            return None, None, gv, None, None, None
+        ds = mm(g, xp.swapaxes(v.data, -1, -2))           # dP, then dS = P * (dP - sum(dP * P)) in place
+        if keep is not None:
+            ds *= keep
+        rowdot = xp.einsum("...ij,...ij->...i", ds, p)[..., None]
+        ds -= rowdot
+        ds *= p
+        gmask = reduced(ds, mask.shape) if need_mask else None
+        gq = gk = None
+        if need_q:
+            gq = mm(ds, k.data)
+            gq *= ctx.scale
+            gq = reduced(gq, q.shape)
+        if need_k:
+            gk = mm(xp.swapaxes(ds, -1, -2), q.data)
+            gk *= ctx.scale
+            gk = reduced(gk, k.shape)
         return gq, gk, gv, gmask, None, None
 
 
