@@ -108,13 +108,25 @@ class NumpyFuser:
             if e is not None:
                 ew[i] = e
 
+        consumers = {}
+        for i, s in enumerate(steps):
+            for v in s.refs():
+                consumers.setdefault(v, []).append(i)
+
         def foldable(v, at):
             i = producer.get(v)
-            if i is None or i not in ew or uses.get(v) != 1 or v in escaping or len(group.get(v, (v,))) > 1:
+            if i is None or i not in ew or v in escaping or len(group.get(v, (v,))) > 1 or values[v].size < FUSE_MIN:
                 return False
-            return values[v].size >= FUSE_MIN
+            if uses.get(v) == 1:
+                return True
+            # several consumers: each folds its own copy when the producer is one op on at most two arrays
+            # (reading its inputs again is cheaper than writing and reading its result)
+            e = exprs.get(i)
+            return (all(c in ew for c in consumers[v]) and e is not None and not any(c.isalpha() for c in ew[i][0])
+                    and "**" not in ew[i][0] and not any(isinstance(p, _Expr) for p in e[0].parts)
+                    and sum(1 for x in e[1] if x.__class__ is Ref) <= 2)
 
-        exprs, folded = {}, set()               # index -> (expr, leaves, first index)
+        exprs, folded, folded_into = {}, set(), {}   # index -> (expr, leaves, first index)
         if _ne is not None:
             for i in sorted(ew):
                 tmpl, _, args = ew[i]
@@ -128,6 +140,7 @@ class NumpyFuser:
                             leaves.append(a)
                             continue
                         folded.add(j)
+                        folded_into.setdefault(j, set()).add(i)
                         parts.append(e)
                         leaves.extend(lv)
                         first = min(first, f0)
@@ -135,13 +148,18 @@ class NumpyFuser:
                         parts.append(a)
                         leaves.append(a)
                 exprs[i] = (_Expr(tmpl, parts), leaves, first)
+        for j in list(folded):                  # a producer stays when some consumer did not fold it
+            if not set(consumers.get(steps[j].outs, ())) <= folded_into[j]:
+                folded.discard(j)
 
         out_steps, n_fused = [], 0
         kernels = {}
         for i, s in enumerate(steps):
             if i in folded:
                 continue
-            if i in exprs and any(isinstance(p, _Expr) for p in exprs[i][0].parts):
+            if i in exprs and (any(isinstance(p, _Expr) for p in exprs[i][0].parts) or (
+                    any(c.isalpha() for c in ew[i][0]) and values[s.outs].size >= FUSE_MIN)):
+                # a fused run, or one transcendental op (one multithreaded pass instead of NumPy's)
                 k = self._kernel(exprs[i], s, values, em)
                 if k is not None:
                     out_steps.append(k)
@@ -169,6 +187,8 @@ class NumpyFuser:
         dt_in = next(values[x.vid].dtype for x in leaves if x.__class__ is Ref)
 
         def leaf(x):
+            if x.__class__ is int and abs(x) < 1 << 24:
+                return repr(x)      # an int literal keeps numexpr's float32 (a float literal is a double)
             key = ("v", x.vid) if x.__class__ is Ref else ("c", id(x))
             if key in seen:
                 return seen[key]
@@ -245,10 +265,13 @@ def _elementwise(s, values):
     dt = dts.pop()
     if dt not in _FLOATS or (out.dtype != dt and out.dtype.kind != "b"):
         return None
-    for a in s.args:
-        if a.__class__ is not Ref and a.__class__ not in (float, int):
+    args = list(s.args)
+    for i, a in enumerate(args):
+        if a.__class__ is float and a.is_integer() and abs(a) <= 4 and (fn is operator.pow or fn is np.power):
+            args[i] = int(a)        # x ** 2.0 as x ** 2: numexpr multiplies instead of calling pow
+        elif a.__class__ is not Ref and a.__class__ not in (float, int):
             return None
-    return op[0], op[1], list(s.args)
+    return op[0], op[1], args
 
 
 _INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
