@@ -20,7 +20,7 @@ from ..autograd.function import Function
 from ..tensor import Tensor
 from ..dtypes import complex_dtype, real_dtype, get_default_dtype
 from .shape import pad, roll
-from .elementwise import real, _no_complex
+from .elementwise import real
 from ._util import as_tensor, normalize_dim
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn",
