@@ -313,3 +313,13 @@ def test_stacks_copy_the_layer_and_bad_arguments_are_refused():
         nn.TransformerDecoderLayer(D, 3)
     with pytest.raises(ValueError, match="num_layers"):
         nn.TransformerEncoder(layer, -1)
+
+
+def test_fused_linear_relu_of_the_feed_forward_block_matches_and_differentiates_twice(device):
+    x = ag.tensor(rand(2, 3, 4), device=device, requires_grad=True)
+    w = ag.tensor(rand(5, 4, seed=1), device=device, requires_grad=True)
+    b = ag.tensor(rand(5, seed=2), device=device, requires_grad=True)
+    np.testing.assert_allclose(F.linear_relu(x, w, b).numpy(), F.relu(F.linear(x, w, b)).numpy(), rtol=1e-12)
+    assert ag.autograd.gradcheck(F.linear_relu, (x, w, b))
+    assert ag.autograd.gradgradcheck(F.linear_relu, (x, w, b))
+    assert F.linear_relu(x.float(), w.float()).dtype == ag.float32      # no bias; float32

@@ -17,7 +17,7 @@ from ..tensor import Tensor
 from ..dtypes import result_type
 from ..ops import conv as _conv
 from ..ops._util import as_tensor, normalize_dim
-from ..ops.elementwise import (Mul, Softplus, mul, where, clamp, log, exp, rsqrt, abs as _abs, square,
+from ..ops.elementwise import (Mul, ReluBackward, Softplus, mul, where, clamp, log, exp, rsqrt, abs as _abs, square,
                                greater, equal, relu as _relu, leaky_relu as _leaky_relu, elu as _elu, gelu as _gelu,
                                silu as _silu, sigmoid as _sigmoid, tanh as _tanh, softplus as _softplus)
 from ..ops.reduction import Sum
@@ -148,17 +148,55 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
-        need_x, need_w, need_b = ctx.needs_input_grad
-        g = grad if grad.ndim == 2 else grad.reshape(-1, grad.shape[-1])
-        gx = gw = gb = None
-        if need_x:
-            gx = MatMul.apply(g, w)
-            gx = gx if x.ndim == 2 else gx.reshape(x.shape)
-        if need_w:
-            gw = MatMul.apply(g.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))
-        if need_b:
-            gb = Sum.apply(g, (0,), False)
-        return gx, gw, gb
+        return _linear_grads(ctx.needs_input_grad, grad, x, w)
+
+
+def _linear_grads(needs, grad, x, w):
+    """The gradients of x @ w.T + b: two matrix products and a column sum."""
+    need_x, need_w, need_b = needs
+    g = grad if grad.ndim == 2 else grad.reshape(-1, grad.shape[-1])
+    gx = gw = gb = None
+    if need_x:
+        gx = MatMul.apply(g, w)
+        gx = gx if x.ndim == 2 else gx.reshape(x.shape)
+    if need_w:
+        gw = MatMul.apply(g.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))
+    if need_b:
+        gb = Sum.apply(g, (0,), False)
+    return gx, gw, gb
+
+
+class LinearReLU(Function):
+    # relu(x @ w.T + b) with the relu done in place on the fresh product: one large array and one pass
+    # fewer than Linear then Relu (a transformer's feed-forward block); the backward masks the
+    # gradient by the saved output, which is > 0 exactly where the product was
+    @staticmethod
+    def forward(ctx, x, w, b):
+        a = x.data
+        y = (ctx.device._backend or ctx.device.backend).matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a,
+                                                               w.data.T)
+        if b is not None:
+            y += b.data
+        ctx.xp.maximum(y, 0, out=y)
+        y = ctx.wrap(y if a.ndim == 2 else y.reshape(a.shape[:-1] + (y.shape[-1],)))
+        ctx.save_for_backward(x, w, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w, y = ctx.saved_tensors
+        return _linear_grads(ctx.needs_input_grad, ReluBackward.apply(grad, y), x, w)
+
+
+def linear_relu(input, weight, bias=None):
+    """relu(linear(input, weight, bias)) as one node (not public: the transformer layers use it)."""
+    plain = (isinstance(input, Tensor) and isinstance(weight, Tensor) and input.dtype.kind == "f"
+             and input.ndim >= 1 and weight.ndim == 2 and input.shape[-1] == weight.shape[1]
+             and input.dtype == weight.dtype and (bias is None or (isinstance(bias, Tensor) and bias.dtype == input.dtype
+                                                                   and bias.shape == (weight.shape[0],))))
+    if not plain or cast_low(input)[0] is not input:     # anything unusual: the general path checks and casts
+        return _relu(linear(input, weight, bias))
+    return LinearReLU.apply(input, weight, bias)
 
 
 def linear(input, weight, bias=None):

@@ -40,7 +40,11 @@ class _FeedForwardMixin:
     """linear2(dropout(activation(linear1(x)))) then the block's dropout, shared by both layer kinds."""
 
     def _ff_block(self, x, dropout):
-        return dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        if self.activation is F.relu:        # one fused node for linear1 and the relu
+            h = F.linear_relu(x, self.linear1.weight, self.linear1.bias)
+        else:
+            h = self.activation(self.linear1(x))
+        return dropout(self.linear2(self.dropout(h)))
 
     def _make_ff(self, d_model, dim_feedforward, dropout, activation, bias, kw):
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
