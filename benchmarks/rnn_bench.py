@@ -6,7 +6,6 @@ _Recurrence node already is). Registered into WORKLOADS as "lstm_step"; run it a
 import numpy as np
 
 import autograd_gpu as ag
-from benchmarks.workloads import _torch, _rng
 
 SIZES = {"full": (2, 128, 256, 64, 32), "quick": (2, 128, 256, 32, 32), "tiny": (1, 8, 16, 5, 4)}
 
@@ -16,6 +15,7 @@ def lstm_step(device, scale):
     to 16 classes on every step's output, cross-entropy: forward, backward through time, update."""
     from autograd_gpu import nn, optim
     import autograd_gpu.nn.functional as F
+    from benchmarks.workloads import _torch, _rng      # here: workloads.py imports this module at its end
     layers, n_in, hidden, seq, batch = SIZES[scale]
     classes = 16
     rng = _rng(5)
