@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import report, distributed  # noqa: E402
 from benchmarks.timing import measure, sync_fn, machine  # noqa: E402
-from benchmarks.workloads import WORKLOADS, mlp_step, peak_memory  # noqa: E402
+from benchmarks.workloads import WORKLOADS, COMPILED, mlp_step, peak_memory  # noqa: E402
 
 REPEATS = {"full": 30, "quick": 9, "tiny": 1}
 SWEEP = {"full": (1, 2, 4, 8, 16, 32, 64), "quick": (1, 4, 16), "tiny": (1, 2)}
@@ -22,7 +22,11 @@ SWEEP_BASE = 32          # the MLP hidden width is SWEEP_BASE * k
 
 def run_workload(name, device, scale, log):
     steps, meta = WORKLOADS[name](device, scale)
-    libs = {"ours": "ours", "numpy": "cupy" if device.startswith("cuda") else "numpy", "torch": "torch"}
+    if name in COMPILED:                 # the same step under ag.compile (traced in the warm-up)
+        import autograd_gpu as ag
+        steps["compiled"] = ag.compile(steps["ours"])
+    libs = {"ours": "ours", "compiled": "ours", "numpy": "cupy" if device.startswith("cuda") else "numpy",
+            "torch": "torch"}
     timed = {k: (f, sync_fn(device, libs[k])) for k, f in steps.items()}
     reps = REPEATS[scale] if name != "deep_chain" else max(1, REPEATS[scale] // 5)
     deep = name == "deep_chain"

@@ -11,6 +11,9 @@ def describe(row):
     for base in ("numpy", "torch"):
         if base in row:
             parts.append(f"{base} {_fmt(row[base]['median'])} (ratio {row['ours']['median'] / row[base]['median']:.2f})")
+    if "compiled" in row:
+        c = row["compiled"]["median"]
+        parts.append(f"compiled {_fmt(c)}" + (f" (ratio to torch {c / row['torch']['median']:.2f})" if "torch" in row else ""))
     return ", ".join(parts)
 
 
@@ -19,14 +22,16 @@ def markdown(results):
     lines = [f"Measured on {m['cpu']} ({m['cores']} cores)" + (f", GPU {m['gpu']}" if m.get("gpu") else "")
              + f"; Python {m['python']}, NumPy {m['numpy']}" + (f", CuPy {m['cupy']}" if m.get("cupy") else "")
              + (f", PyTorch {m['torch']}" if m.get("torch") else "") + f"; scale: {results['scale']}.", "",
-             "| workload | device | unit | ours (median [min-max]) | by hand (NumPy/CuPy) | ours / by hand | PyTorch | ours / PyTorch |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| workload | device | unit | ours (median [min-max]) | by hand (NumPy/CuPy) | ours / by hand | PyTorch | ours / PyTorch | compiled | compiled / PyTorch |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["rows"]:
         o = r["ours"]
         cells = [r["workload"], r["device"], r["unit"], f"{_fmt(o['median'])} [{_fmt(o['min'])}-{_fmt(o['max'])}]"]
         for base in ("numpy", "torch"):
             b = r.get(base)
             cells += [_fmt(b["median"]), f"{o['median'] / b['median']:.2f}"] if b else ["-", "-"]
+        c, t = r.get("compiled"), r.get("torch")
+        cells += [_fmt(c["median"]) if c else "-", f"{c['median'] / t['median']:.2f}" if c and t else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     extras = [(r["workload"], r["device"], k, r[k]) for r in results["rows"]
               for k in ("ours_tflops", "ours_gb_per_s", "ours_peak_mb") if k in r]

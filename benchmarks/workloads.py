@@ -322,6 +322,56 @@ def elementwise_4m(device, scale):
     return steps, {"per": 1, "unit": "ms/step", "what": f"sigmoid*x, square, sum on {size:,} elements", "elements": size}
 
 
+# --------------------------------------------------------------------------- micrograd's moons
+def _moons(n, rng):
+    """Two interleaved half circles with noise 0.1 (scikit-learn's make_moons), labels -1 / +1."""
+    t = rng.uniform(0, np.pi, n)
+    top = np.arange(n) % 2 == 0
+    x = np.where(top, np.cos(t), 1 - np.cos(t))
+    y = np.where(top, np.sin(t), 0.5 - np.sin(t))
+    pts = np.stack([x, y], axis=1) + rng.normal(0, 0.1, (n, 2))
+    return pts.astype(np.float32), np.where(top, -1.0, 1.0).astype(np.float32)
+
+
+def moons_step(device, scale):
+    """micrograd's demo, batched: an MLP 2-16-16-1 on 100 moons points, max-margin loss + L2, SGD."""
+    from autograd_gpu import nn
+    import autograd_gpu.nn.functional as F
+    xa, ya = _moons(100, _rng(5))
+    ag.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
+    params = list(model.parameters())
+    x, y = ag.tensor(xa, device=device), ag.tensor(ya, device=device)
+
+    def ours():
+        for p in params:
+            p.grad = None
+        scores = model(x).reshape(-1)
+        loss = F.relu(1 - y * scores).mean() + 1e-4 * sum((p * p).sum() for p in params)
+        loss.backward()
+        _sgd(params, 0.1)
+
+    steps = {"ours": ours}
+    torch, tdev = _torch(device)
+    if torch is not None:
+        tn = torch.nn
+        tm = tn.Sequential(tn.Linear(2, 16), tn.ReLU(), tn.Linear(16, 16), tn.ReLU(), tn.Linear(16, 1)).to(tdev)
+        tparams = list(tm.parameters())
+        tx, ty = torch.tensor(xa, device=tdev), torch.tensor(ya, device=tdev)
+
+        def theirs():
+            for p in tparams:
+                p.grad = None
+            scores = tm(tx).reshape(-1)
+            loss = torch.relu(1 - ty * scores).mean() + 1e-4 * sum((p * p).sum() for p in tparams)
+            loss.backward()
+            with torch.no_grad():
+                for p in tparams:
+                    p -= 0.1 * p.grad
+        steps["torch"] = theirs
+    return steps, {"per": 1, "unit": "ms/step", "what": "MLP 2-16-16-1 on 100 moons points, max-margin loss, SGD"}
+
+
 # --------------------------------------------------------------------------- matmul
 def matmul_1024(device, scale):
     """A 1024x1024 @ 1024x1024 float32 matmul, forward + backward (three matmuls)."""
@@ -400,6 +450,7 @@ WORKLOADS = {
     "mlp_step": mlp_step,
     "cnn_step": cnn_step,
     "elementwise_4m": elementwise_4m,
+    "moons_step": moons_step,
     "matmul_1024": matmul_1024,
     "deep_chain": deep_chain,
 }
@@ -411,6 +462,9 @@ WORKLOADS.update(_TRANSFORMER)
 
 from benchmarks.vmap_bench import per_example_grads  # noqa: E402  (registered here, defined there)
 WORKLOADS["per_example_grads"] = per_example_grads
+
+# the workloads that also run compiled (ag.compile of the "ours" step): a "compiled" column
+COMPILED = ("op_overhead", "elementwise_4m", "moons_step", "mlp_step", "cnn_step")
 
 from benchmarks.rnn_bench import WORKLOADS as _RNN  # noqa: E402
 

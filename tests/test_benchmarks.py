@@ -10,14 +10,16 @@ def test_benchmarks_tiny_run_writes_json_table_and_plots(tmp_path):
     pytest.importorskip("matplotlib")
     results = main(["--tiny", "--device", "cpu", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "benchmarks.json").read_text())
-    assert {r["workload"] for r in data["rows"]} == {"op_overhead", "mlp_step", "cnn_step", "elementwise_4m",
+    assert {r["workload"] for r in data["rows"]} == {"op_overhead", "mlp_step", "cnn_step", "elementwise_4m", "moons_step",
                                                        "matmul_1024", "deep_chain",
                                                        "transformer_step", "lstm_step", "per_example_grads"}
     for r in data["rows"]:
         assert r["ours"]["median"] > 0 and r["ours"]["min"] <= r["ours"]["median"] <= r["ours"]["max"]
     assert data["sweep"] and data["machine"]["cores"] >= 1
     table = (tmp_path / "benchmarks.md").read_text()
-    assert "| op_overhead | cpu |" in table and "ours / PyTorch" in table
+    assert "| op_overhead | cpu |" in table and "ours / PyTorch" in table and "compiled / PyTorch" in table
+    assert all(r["compiled"]["median"] > 0 for r in data["rows"] if r["workload"] in
+               ("op_overhead", "elementwise_4m", "moons_step", "mlp_step", "cnn_step"))
     for name in ("time_by_device.png", "ours_vs_baselines.png", "speedup_vs_size.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert results["scale"] == "tiny"

@@ -87,6 +87,7 @@ class NumpyFuser:
         group = _alias_groups(steps)
         steps, renamed = _ssa(steps, values, set(inputs), group)
         keep = {renamed.get(v, v) for v in keep}
+        _peephole(steps, values, keep)
         uses, producer = {}, {}
         for i, s in enumerate(steps):
             for v in s.refs():
@@ -306,6 +307,35 @@ def _ssa(steps, values, inputs, group):
             continue
         out.append(s)
     return out, rename
+
+
+def _peephole(steps, values, keep):
+    """Cheaper calls for the same results: a float ``sum`` as ``add.reduce`` (no Python wrapper), and
+    ``broadcast_to`` dropped where every consumer is elementwise with the broadcast shape (the ufunc
+    broadcasts by itself; the unused call is then removed)."""
+    from ..compile.tracer import Ref
+    consumers = {}
+    for i, s in enumerate(steps):
+        for v in s.refs():
+            consumers.setdefault(v, []).append(i)
+        if (s.fn is np.sum and s.kind == "call" and set(s.kwargs) <= {"axis", "keepdims"} and s.args
+                and s.args[0].__class__ is Ref and values[s.args[0].vid].dtype in _FLOATS and len(s.args) == 1):
+            s.fn = np.add.reduce
+    for s in steps:
+        if s.fn is not np.broadcast_to or s.kind != "call" or not isinstance(s.outs, int) or s.outs in keep:
+            continue
+        src, out = s.args[0] if s.args else None, s.outs
+        if src.__class__ is not Ref or s.kwargs:
+            continue
+        shape = values[out].shape
+        users = [steps[i] for i in consumers.get(out, ())]
+        # each consumer needs another operand of the full shape, which then gives the result its shape
+        if users and all(_elementwise(u, values) is not None and values[u.outs].shape == shape and
+                         values[src.vid].dtype == values[out].dtype and
+                         any(a.__class__ is Ref and a.vid != out and values[a.vid].shape == shape for a in u.args)
+                         for u in users):
+            for u in users:
+                u.args = _renamed(u.args, {out: src.vid})
 
 
 def _renamed(x, m):

@@ -139,11 +139,13 @@ def build_program(steps, inputs, finals, values, backend_of, fuser=None):
     """Generate the replay function. ``inputs``: vids bound from the argument list in order;
     ``finals``: vids returned (a constant array there is copied on every replay)."""
     keep = set(finals) | set(inputs)
+    steps = eliminate_dead(steps, keep)
     n_fused = n_buffers = 0
     em = _Emitter()
     if fuser is not None:
         steps, n_fused, n_buffers, renamed = fuser.plan(steps, inputs, keep, values, em)
         finals = [renamed.get(v, v) for v in finals]
+        steps = eliminate_dead(steps, set(finals) | set(inputs))
     body = []
     if inputs:
         body.append(", ".join(f"v{v}" for v in inputs) + ", = I")
@@ -156,6 +158,25 @@ def build_program(steps, inputs, finals, values, backend_of, fuser=None):
     src = "def replay(I):\n" + "\n".join("    " + line for line in body) + "\n"
     exec(compile(src, "<ag.compile replay>", "exec"), em.glob)
     return Program(em.glob["replay"], src, len(steps), n_fused, n_buffers)
+
+
+def eliminate_dead(steps, keep):
+    """Drop steps whose results nothing uses (a loss computed only to be thrown away): pure calls only;
+    guards, writes, calls without results and the backends' kernels (random numbers) always stay."""
+    needed, out = set(keep), []
+    for s in reversed(steps):
+        outs = s.outs if isinstance(s.outs, tuple) else (s.outs,)
+        if (s.kind == "guard" or s.mutates or s.outs is None or s.outs == () or _is_kernel(s.fn)
+                or any(o in needed for o in outs if o is not None)):
+            out.append(s)
+            needed.update(s.refs())
+    return out[::-1]
+
+
+def _is_kernel(fn):
+    """A backend's named kernel (random numbers, checks): never dropped."""
+    return isinstance(getattr(fn, "__self__", None), _backends.Backend) or not hasattr(fn, "__name__") \
+        or fn.__name__ == "arrays"
 
 
 def _defined(steps, inputs):

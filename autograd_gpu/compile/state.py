@@ -19,14 +19,16 @@ __all__ = ["find_state", "signature", "Binding"]
 _SCALARS = (int, float, complex, bool, str, bytes, type(None))
 
 
-def _module_cls():
-    from ..nn.module import Module
-    return Module
+_classes = []
 
 
-def _optimizer_cls():
-    from ..optim.optimizer import Optimizer
-    return Optimizer
+def _classes_now():
+    """(Module, Optimizer), imported on first use (nn and optim import this package's tracer)."""
+    if not _classes:
+        from ..nn.module import Module
+        from ..optim.optimizer import Optimizer
+        _classes.extend((Module, Optimizer))
+    return _classes
 
 
 class Binding:
@@ -74,11 +76,17 @@ def roots(fn):
             objs.append(cell.cell_contents)
         except ValueError:
             pass
-    names = set()
-    _code_names(code, names)
+    names = _names.get(code)
+    if names is None:
+        names = set()
+        _code_names(code, names)
+        names = _names[code] = sorted(names)
     g = getattr(f, "__globals__", {})
-    objs.extend(g[n] for n in sorted(names) if n in g)
+    objs.extend(g[n] for n in names if n in g)
     return objs
+
+
+_names = {}           # code object -> the global names it (and the functions inside it) reads
 
 
 class State:
@@ -99,16 +107,23 @@ class State:
             return
         if isinstance(obj, _SCALARS) or isinstance(obj, (types.ModuleType, types.FunctionType, type)):
             return
-        Module, Optimizer = _module_cls(), _optimizer_cls()
+        Module, Optimizer = _classes_now()
         if isinstance(obj, Module):
-            if id(obj) in self._seen:
-                return
-            self._seen.add(id(obj))
-            for m in obj.modules():
+            stack, seen = [obj], self._seen
+            while stack:                          # modules in the order of Module.modules()
+                m = stack.pop()
+                if id(m) in seen:
+                    continue
+                seen.add(id(m))
                 self.modules.append(m)
-                for t in list(m._parameters.values()) + list(m._buffers.values()):
+                d = m.__dict__
+                for t in d["_parameters"].values():
                     if t is not None:
                         self.add_tensor(t)
+                for t in d["_buffers"].values():
+                    if t is not None:
+                        self.add_tensor(t)
+                stack.extend(c for c in reversed(d["_modules"].values()) if c is not None)
             return
         if isinstance(obj, Optimizer):
             if id(obj) in self._seen:
