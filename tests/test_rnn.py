@@ -238,3 +238,11 @@ def test_repr_follows_pytorch():
     assert repr(nn.LSTM(4, 5, num_layers=2, batch_first=True)) == "LSTM(4, 5, num_layers=2, batch_first=True)"
     assert repr(nn.RNN(4, 5, nonlinearity="relu")) == "RNN(4, 5, nonlinearity='relu')"
     assert repr(nn.GRUCell(4, 5, bias=False)) == "GRUCell(4, 5, bias=False)"
+
+
+def test_an_in_place_edit_of_the_lstm_output_is_refused_by_backward():
+    m = nn.LSTM(3, 4)
+    out, _ = m(ag.randn(5, 2, 3, requires_grad=True))
+    out.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        out.sum().backward()

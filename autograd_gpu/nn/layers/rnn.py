@@ -8,7 +8,8 @@ through time the same way, with the weight gradient as one matmul over all steps
 sequence instead of ~15 per step is what makes the Python loop cheap (the engine's per-op cost is
 several microseconds). The step maths is written once, against a small namespace (_Arrays or
 _Tensors): when backward must itself be differentiable (create_graph=True) it reruns the same
-maths on Tensors, so second derivatives work."""
+maths on Tensors, so second derivatives work. The LSTM's array path is written a second time for
+speed (buffers allocated once, in-place updates); the tests hold both to PyTorch."""
 import math
 import warnings
 
@@ -266,17 +267,19 @@ class _Recurrence(Function):
         T = gx.shape[0]                                     # > 0: the layers refuse empty sequences
         ctx.mode, ctx.steps = mode, range(T - 1, -1, -1) if reverse else range(T)
         backend = ctx.device._backend or ctx.device.backend
-        ctx.save_for_backward(gx, h0, c0, w_hh, b_hh)
         if mode == "LSTM":
             out, h, c, ctx.rec = _lstm_forward_fast(backend, gx.data, h0.data, c0.data, w_hh.data, ctx.steps)
-            return ctx.wrap(out), ctx.wrap(h), ctx.wrap(c)
+            out = ctx.wrap(out)
+            ctx.save_for_backward(gx, h0, c0, w_hh, b_hh, out)   # backward reads h_{t-1} from out: an in-place
+            return out, ctx.wrap(h), ctx.wrap(c)                  # edit of it must be refused, not used
+        ctx.save_for_backward(gx, h0, c0, w_hh, b_hh)
         outs, h, _, ctx.rec = _STEP[mode][0](_Arrays(backend), mode, gx.data, h0.data, None, w_hh.data,
                                              None if b_hh is None else b_hh.data, ctx.steps)
         return ctx.wrap(_Arrays(backend).stack(outs)), ctx.wrap(h.copy())   # h_n: not a view of the output
 
     @staticmethod
     def backward(ctx, dout, dh, dc=None):
-        gx, h0, c0, w_hh, b_hh = ctx.saved_tensors
+        gx, h0, c0, w_hh, b_hh = ctx.saved_tensors[:5]
         mode, steps = ctx.mode, ctx.steps
         forward, back = _STEP[mode]
         if state.enabled:         # create_graph: redo the forward on Tensors so the gradient is differentiable
