@@ -322,18 +322,24 @@ def _peephole(steps, values, keep):
                 and s.args[0].__class__ is Ref and values[s.args[0].vid].dtype in _FLOATS and len(s.args) == 1):
             s.fn = np.add.reduce
     for s in steps:
-        if s.fn is not np.broadcast_to or s.kind != "call" or not isinstance(s.outs, int) or s.outs in keep:
+        if s.kind != "call" or not isinstance(s.outs, int) or s.outs in keep or s.kwargs or not s.args:
             continue
-        src, out = s.args[0] if s.args else None, s.outs
-        if src.__class__ is not Ref or s.kwargs:
+        src, out = s.args[0], s.outs
+        if src.__class__ is not Ref:
             continue
-        shape = values[out].shape
+        if s.fn is np.broadcast_to:
+            target = values[out].shape          # the consumer's result must have exactly this shape
+        elif s.fn is np.ndarray.reshape and values[src.vid].size == 1:
+            target = None                       # one element broadcasts into anything
+        else:
+            continue
         users = [steps[i] for i in consumers.get(out, ())]
-        # each consumer needs another operand of the full shape, which then gives the result its shape
-        if users and all(_elementwise(u, values) is not None and values[u.outs].shape == shape and
-                         values[src.vid].dtype == values[out].dtype and
-                         any(a.__class__ is Ref and a.vid != out and values[a.vid].shape == shape for a in u.args)
-                         for u in users):
+        # each consumer needs another operand of its full result shape, which then gives the result its shape
+        if users and all(_elementwise(u, values) is not None and (target is None or values[u.outs].shape == target)
+                         and values[src.vid].ndim <= values[u.outs].ndim
+                         and values[src.vid].dtype == values[out].dtype and
+                         any(a.__class__ is Ref and a.vid != out and values[a.vid].shape == values[u.outs].shape
+                             for a in u.args) for u in users):
             for u in users:
                 u.args = _renamed(u.args, {out: src.vid})
 

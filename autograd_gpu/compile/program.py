@@ -139,7 +139,7 @@ def build_program(steps, inputs, finals, values, backend_of, fuser=None):
     """Generate the replay function. ``inputs``: vids bound from the argument list in order;
     ``finals``: vids returned (a constant array there is copied on every replay)."""
     keep = set(finals) | set(inputs)
-    steps = eliminate_dead(steps, keep)
+    steps = eliminate_dead(common_subexpressions(steps, keep), keep)
     n_fused = n_buffers = 0
     em = _Emitter()
     if fuser is not None:
@@ -158,6 +158,59 @@ def build_program(steps, inputs, finals, values, backend_of, fuser=None):
     src = "def replay(I):\n" + "\n".join("    " + line for line in body) + "\n"
     exec(compile(src, "<ag.compile replay>", "exec"), em.glob)
     return Program(em.glob["replay"], src, len(steps), n_fused, n_buffers)
+
+
+def common_subexpressions(steps, keep):
+    """A pure operator or ufunc call repeated on the same values (no write to them in between) is
+    computed once: ``g * w + g * w`` from a backward becomes one product. Results that are written
+    later or handed out stay separate arrays."""
+    written = {v for s in steps for v in s.mutates}
+    seen, version, alias, out = {}, {}, {}, []
+    for s in steps:
+        if alias:
+            s.args, s.kwargs = _rename(s.args, alias), _rename(s.kwargs, alias)
+        for v in s.mutates:
+            version[v] = version.get(v, 0) + 1
+        key = None
+        if (s.kind == "call" and s.fresh and not s.kwargs and not s.mutates and isinstance(s.outs, int)
+                and s.outs not in written and s.outs not in keep):
+            try:
+                key = (s.fn, _key(s.args, version))
+                hash(key)
+            except TypeError:
+                key = None
+        if key is not None:
+            prev = seen.get(key)
+            if prev is not None:
+                alias[s.outs] = prev
+                continue
+            seen[key] = s.outs
+        out.append(s)
+    return out
+
+
+def _key(x, version):
+    c = x.__class__
+    if c is Ref:
+        return ("v", x.vid, version.get(x.vid, 0))
+    if c is tuple or c is list:
+        return (c,) + tuple(_key(y, version) for y in x)
+    if c in (int, float, bool, str) or x is None:
+        return (c, x)
+    raise TypeError("not a simple argument")
+
+
+def _rename(x, m):
+    c = x.__class__
+    if c is Ref:
+        return Ref(m[x.vid]) if x.vid in m else x
+    if c is tuple or c is list:
+        return c(_rename(y, m) for y in x)
+    if c is dict:
+        return {k: _rename(v, m) for k, v in x.items()}
+    if c is slice:
+        return slice(_rename(x.start, m), _rename(x.stop, m), _rename(x.step, m))
+    return x
 
 
 def eliminate_dead(steps, keep):
