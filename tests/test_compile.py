@@ -275,6 +275,51 @@ def test_nested_compiled_functions_and_methods(device):
         close(m(x), x * 2 + 1)
 
 
+def test_changed_hyperparameters_and_module_attributes_retrace(device):
+    m1, m2 = _model(device, dropout=0.0), _model(device, dropout=0.0)
+    o1, o2 = optim.SGD(m1.parameters(), lr=0.1), optim.SGD(m2.parameters(), lr=0.1)
+
+    def step(m, o, x):
+        o.zero_grad()
+        m(x).sum().backward()
+        o.step()
+
+    cstep = ag.compile(lambda x: step(m2, o2, x))
+    x = ag.ones((2, 6), device=device)
+    for i in range(6):
+        if i == 3:                            # a scheduler's change, by hand
+            o1.param_groups[0]["lr"] = o2.param_groups[0]["lr"] = 0.01
+        cstep(x)
+        step(m1, o1, x)
+        for p1, p2 in zip(m1.parameters(), m2.parameters()):
+            close(p2, p1, rtol=1e-6, atol=1e-7)
+    assert cstep.stats["traces"] == 3
+    m1[2].p = m2[2].p = 1.0                   # every unit dropped: the output is the last bias
+    ag.manual_seed(0)
+    cstep(x)
+    ag.manual_seed(0)
+    step(m1, o1, x)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        close(p2, p1, rtol=1e-6, atol=1e-7)
+    assert cstep.stats["traces"] == 4
+
+
+def test_a_compiled_method_is_compiled_per_instance(device):
+    class Scale:
+        def __init__(self, k):
+            self.k = ag.full((3,), k, device=device)
+
+        @ag.compile
+        def apply(self, t):
+            return t * self.k
+    a, b = Scale(2.0), Scale(3.0)
+    x = ag.ones(3, device=device)
+    for _ in range(3):
+        close(a.apply(x), x * 2.0)
+        close(b.apply(x), x * 3.0)
+    assert a.apply is a.apply and a.apply is not b.apply
+
+
 def test_compile_refuses_a_non_callable():
     with pytest.raises(TypeError, match="compile"):
         ag.compile(3)

@@ -48,15 +48,16 @@ class CompiledFunction:
         self.stats = {"traces": 0, "replays": 0, "eager": 0, "guard_failures": 0}
         functools.update_wrapper(self, fn)
 
-    def __get__(self, obj, objtype=None):       # used as a decorator on a method
+    def __get__(self, obj, objtype=None):       # used as a decorator on a method: one per instance
         if obj is None:
             return self
-        bound = self.__dict__.get("_bound")
-        if bound is None:
-            bound = self.__dict__["_bound"] = {}
-        c = bound.get(id(obj))
+        d = getattr(obj, "__dict__", None)
+        key = f"_ag_compiled_{getattr(self.fn, '__name__', id(self))}"
+        c = d.get(key) if d is not None else None
         if c is None:
-            c = bound[id(obj)] = CompiledFunction(self.fn.__get__(obj, objtype), self.cache_size, self.fuse)
+            c = CompiledFunction(self.fn.__get__(obj, objtype), self.cache_size, self.fuse)
+            if d is not None:
+                d[key] = c                      # lives and dies with the instance
         return c
 
     def programs(self):

@@ -94,6 +94,7 @@ class State:
 
     def __init__(self):
         self.modules, self.optimizers, self.tensors = [], [], []
+        self.objects = []             # plain objects whose attributes were visited (a GradScaler, a config)
         self._seen = set()
 
     def add_tensor(self, t):
@@ -143,7 +144,9 @@ class State:
         elif depth < 2 and isinstance(obj, dict):
             for x in obj.values():
                 self.visit(x, depth + 1)
-        elif depth < 1 and hasattr(obj, "__dict__") and not callable(obj):
+        elif depth < 1 and hasattr(obj, "__dict__") and not callable(obj) and id(obj) not in self._seen:
+            self._seen.add(id(obj))
+            self.objects.append(obj)
             for x in vars(obj).values():       # a plain object holding a model and its optimizer
                 self.visit(x, depth + 1)
 
@@ -220,11 +223,31 @@ def _opt_sig(opt):
     return groups, tuple(st)
 
 
+def _scalars(obj):
+    """The Python numbers, strings and flags among an object's attributes (a dropout's p, a
+    GradScaler's scale): values the traced code may have baked in."""
+    return tuple((k, v) for k, v in vars(obj).items() if v.__class__ in _SCALAR_CLASSES)
+
+
+_SCALAR_CLASSES = frozenset({int, float, bool, str, complex, type(None)})
+_modes = []
+
+
+def _global_modes():
+    """Thread-local switches the ops read: autocast blocks, anomaly mode, the default device."""
+    if not _modes:
+        from ..amp import _state as amp_state
+        from ..device import get_default_device
+        _modes.extend((amp_state, get_default_device))
+    return _modes[0].active, _grad_state.anomaly, _modes[1]()
+
+
 def signature(fn_args, fn_kwargs, n_args, st):
     """Everything the trace may depend on besides the values in the arrays."""
     datas = {}
     alias = tuple(datas.setdefault(id(t.data), i) for i, t in enumerate(st.tensors))
     return (tuple(_arg_sig(a) for a in fn_args), tuple((k, _arg_sig(v)) for k, v in fn_kwargs.items()),
-            _grad_state.enabled, get_default_dtype(), n_args, alias,
+            _grad_state.enabled, get_default_dtype(), _global_modes(), n_args, alias,
             tuple(id(t) for t in st.tensors[n_args:]), tuple(_tensor_sig(t) for t in st.tensors),
-            tuple(m.training for m in st.modules), tuple(_opt_sig(o) for o in st.optimizers))
+            tuple(_scalars(m) for m in st.modules), tuple(_opt_sig(o) for o in st.optimizers),
+            tuple((id(o), _scalars(o)) for o in st.objects))
