@@ -19,6 +19,7 @@ import operator
 import numpy as np
 
 from .fusers import register_fuser
+from ..compile.program import alias_groups as _alias_groups
 from .numpy_backend import NumpyBackend
 
 try:
@@ -360,35 +361,6 @@ def _renamed(x, m):
 
 def _ew_ids(steps, ew):
     return {id(steps[i]) for i in ew}
-
-
-def _alias_groups(steps):
-    """vid -> the set of values that may share memory with it (results of steps that may return views)."""
-    parent = {}
-
-    def find(v):
-        while parent.get(v, v) != v:
-            v = parent[v]
-        return v
-
-    for s in steps:
-        if s.kind != "call" or s.fresh or s.outs is None:
-            continue
-        outs = s.outs if isinstance(s.outs, tuple) else (s.outs,)
-        members = [o for o in outs if o is not None] + s.refs()
-        for m in members[1:]:
-            a, b = find(members[0]), find(m)
-            if a != b:
-                parent[a] = b
-    groups = {}
-    for v in list(parent):
-        groups.setdefault(find(v), set()).add(v)
-    out = {}
-    for root, g in groups.items():
-        g.add(root)
-        for v in g:
-            out[v] = g
-    return out
 
 
 def _plan_buffers(steps, values, escaping, group, em, ew_steps):

@@ -160,22 +160,57 @@ def build_program(steps, inputs, finals, values, backend_of, fuser=None):
     return Program(em.glob["replay"], src, len(steps), n_fused, n_buffers)
 
 
+def alias_groups(steps):
+    """vid -> the set of values that may share memory with it (results of steps that may return views)."""
+    parent = {}
+
+    def find(v):
+        while parent.get(v, v) != v:
+            v = parent[v]
+        return v
+
+    for s in steps:
+        if s.kind != "call" or s.fresh or s.outs is None:
+            continue
+        outs = s.outs if isinstance(s.outs, tuple) else (s.outs,)
+        members = [o for o in outs if o is not None] + s.refs()
+        for m in members[1:]:
+            a, b = find(members[0]), find(m)
+            if a != b:
+                parent[a] = b
+    groups = {}
+    for v in list(parent):
+        groups.setdefault(find(v), set()).add(v)
+    out = {}
+    for root, g in groups.items():
+        g.add(root)
+        for v in g:
+            out[v] = g
+    return out
+
+
 def common_subexpressions(steps, keep):
     """A pure operator or ufunc call repeated on the same values (no write to them in between) is
     computed once: ``g * w + g * w`` from a backward becomes one product. Results that are written
     later or handed out stay separate arrays."""
-    written = {v for s in steps for v in s.mutates}
+    group = alias_groups(steps)                 # a write through one view changes all of them
+    root = {v: min(g) for v, g in group.items()}
+    written = set()
+    for s in steps:
+        for v in s.mutates:
+            written |= group.get(v, {v})
     seen, version, alias, out = {}, {}, {}, []
     for s in steps:
         if alias:
             s.args, s.kwargs = _rename(s.args, alias), _rename(s.kwargs, alias)
         for v in s.mutates:
-            version[v] = version.get(v, 0) + 1
+            r = root.get(v, v)
+            version[r] = version.get(r, 0) + 1
         key = None
         if (s.kind == "call" and s.fresh and not s.kwargs and not s.mutates and isinstance(s.outs, int)
                 and s.outs not in written and s.outs not in keep):
             try:
-                key = (s.fn, _key(s.args, version))
+                key = (s.fn, _key(s.args, version, root))
                 hash(key)
             except TypeError:
                 key = None
@@ -189,12 +224,12 @@ def common_subexpressions(steps, keep):
     return out
 
 
-def _key(x, version):
+def _key(x, version, root):
     c = x.__class__
     if c is Ref:
-        return ("v", x.vid, version.get(x.vid, 0))
+        return ("v", x.vid, version.get(root.get(x.vid, x.vid), 0))
     if c is tuple or c is list:
-        return (c,) + tuple(_key(y, version) for y in x)
+        return (c,) + tuple(_key(y, version, root) for y in x)
     if c in (int, float, bool, str) or x is None:
         return (c, x)
     raise TypeError("not a simple argument")
