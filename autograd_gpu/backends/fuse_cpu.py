@@ -102,7 +102,8 @@ class NumpyFuser:
         mut_at = {}
         for i, s in enumerate(steps):
             for v in s.mutates:
-                mut_at.setdefault(v, []).append(i)
+                for m in group.get(v, (v,)):    # a write through a view writes all of its aliases
+                    mut_at.setdefault(m, []).append(i)
 
         ew = {}                                  # step index -> (template, ufunc, leaf args)
         for i, s in enumerate(steps):
