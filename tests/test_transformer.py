@@ -323,3 +323,18 @@ def test_fused_linear_relu_of_the_feed_forward_block_matches_and_differentiates_
     assert ag.autograd.gradcheck(F.linear_relu, (x, w, b))
     assert ag.autograd.gradgradcheck(F.linear_relu, (x, w, b))
     assert F.linear_relu(x.float(), w.float()).dtype == ag.float32      # no bias; float32
+
+
+def test_sdpa_under_vmap_batches_without_a_loop_and_gives_per_example_gradients(recwarn):
+    q, k, m = ag.tensor(rand(3, 2, 4, 8)), ag.tensor(rand(3, 2, 5, 8, seed=1)), ag.tensor(rand(3, 4, 5, seed=2))
+    v = ag.tensor(rand(2, 5, 6, seed=3))                        # shared by every example
+
+    def loss(q, k, m):
+        return (F.scaled_dot_product_attention(q, k, v, attn_mask=m) ** 2).sum()
+    grads = ag.func.vmap(ag.func.grad(loss, argnums=(0, 1, 2)))(q, k, m)
+    for i in range(3):
+        qi, ki, mi = (t[i].detach().requires_grad_() for t in (q, k, m))
+        loss(qi, ki, mi).backward()
+        for g, t in zip(grads, (qi, ki, mi)):
+            np.testing.assert_allclose(g[i].numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    assert not [w for w in recwarn if "no batching rule" in str(w.message)]

@@ -470,6 +470,20 @@ def _matmul(cls, args, kwargs):
     return _wrap(cls.apply(_align(a, levels, nd), _align(b, levels, nd)), levels)
 
 
+@_rule("nn.functional:ScaledDotProductAttention")
+def _sdpa(cls, args, kwargs):
+    """Attention broadcasts over leading dims: the vmapped dims go in front of every operand; q takes
+    them all, so the scores have every batch dim the mask may add in place."""
+    q, k, v, mask, scale, keep = args
+    ops = [t for t in (q, k, v, mask) if t is not None]
+    levels = _union(ops)
+    nd = max(t.ndim for t in ops)
+    q = _expand(q, levels, (1,) * (nd - q.ndim) + tuple(q.shape))
+    k, v = _align(k, levels, nd), _align(v, levels, nd)
+    mask = None if mask is None else _align(mask, levels, nd)
+    return _wrap(cls.apply(q, k, v, mask, scale, keep), levels)
+
+
 @_rule("ops.linalg:Einsum")
 def _einsum(cls, args, kwargs):
     (ins, out), xs = args[0], args[1:]
