@@ -371,6 +371,35 @@ def test_a_compiled_method_is_compiled_per_instance(device):
     assert a.apply is a.apply and a.apply is not b.apply
 
 
+def test_backward_through_a_graph_made_outside_is_right_or_eager(device):
+    x = ag.tensor([0.5, 1.0, 2.0], device=device, requires_grad=True)
+    loss = (ag.tanh(x) * x).sum()               # made before, differentiated inside
+
+    def f():
+        loss.backward(retain_graph=True)
+    cf = ag.compile(f)
+    want = None
+    for _ in range(3):
+        x.grad = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            cf()
+        want = to_numpy(x.grad) if want is None else want
+        np.testing.assert_allclose(to_numpy(x.grad), want, rtol=1e-6)
+
+
+def test_numpy_called_directly_on_traced_arrays_is_recorded():
+    a = np.linspace(0, 1, 4)
+
+    @ag.compile
+    def f(t):
+        return ag.tensor(a) * t + np.float64(2) * t
+    for i in range(3):
+        t = ag.full((4,), float(i), dtype=ag.float64)
+        close(f(t), ag.tensor(a) * t + 2 * t)
+    assert f.stats["replays"] == 2
+
+
 def test_compile_refuses_a_non_callable():
     with pytest.raises(TypeError, match="compile"):
         ag.compile(3)

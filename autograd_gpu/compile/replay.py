@@ -103,6 +103,13 @@ class CompiledFunction:
 
     # -- tracing ------------------------------------------------------------------------------------
     def _trace(self, sig, st, n_args, args, kwargs):
+        if any(t.grad_fn is not None for t in st.tensors):
+            # its nodes captured the real array namespace before the trace: not followed faithfully
+            self._store(sig, _EAGER)
+            self._warn("it reaches tensors of a graph made before the call (backward through them runs "
+                       "inside); this signature runs eagerly")
+            self.stats["eager"] += 1
+            return self.fn(*args, **kwargs)
         self.stats["traces"] += 1
         tr = Tracer()
         holders = st.tensors

@@ -175,8 +175,20 @@ READING_METHODS = frozenset({"item", "tolist", "tobytes", "tofile", "dump", "dum
 class Traced:
     """A handle on one real array during a trace: what ops do with it is logged."""
     __slots__ = ("v", "vid", "_ag_backend", "__weakref__")
-    __array_ufunc__ = None          # ndarray <op> Traced defers to the reflected operator here
     __array_priority__ = 10000
+
+    # NumPy called directly (a graph node made before the trace keeps the real namespace as ctx.xp;
+    # ndarray <op> Traced): logged like the proxy's calls
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        fn = ufunc if method == "__call__" else getattr(ufunc, method)
+        return _dispatch(fn, inputs, kwargs, f"{ufunc.__name__}.{method}", mutates=(0,) if method == "at" else (),
+                         fresh=method == "__call__" and "out" not in kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        name = getattr(func, "__name__", "")
+        if name in READING_FUNCS:
+            return _guard(func, args, kwargs, name)
+        return _dispatch(func, args, kwargs, name, fresh=name in FRESH_FUNCS and "out" not in kwargs)
 
     def __init__(self, v, vid, backend):
         self.v, self.vid, self._ag_backend = v, vid, backend
@@ -338,7 +350,8 @@ class Tracer:
             if args[i].__class__ is not Traced and _is_array(args[i]):
                 self.fail(f"{label} writes into an array the trace does not know, at {user_frame()}")
         out_arg = kwargs.get("out")
-        if out_arg is not None and not _has_traced(out_arg) and _is_array(out_arg):
+        if out_arg is not None and any(o.__class__ is not Traced and _is_array(o) for o in
+                                       (out_arg if isinstance(out_arg, tuple) else (out_arg,))):
             self.fail(f"{label} writes (out=) into an array the trace does not know, at {user_frame()}")
         _active[0] = None                # the call itself runs untraced (a kernel calling kernels)
         try:
