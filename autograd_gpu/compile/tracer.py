@@ -13,14 +13,19 @@ logged as guards: the value seen is kept and the replay checks it. Anything the 
 and the function runs eagerly instead.
 """
 import operator
-import sys
+import threading
 import traceback
 
 from .. import backends as _backends
 
 __all__ = ["Traced", "Tracer", "Untraceable", "active", "host_values"]
 
-_active = [None]          # the running Tracer, or None
+class _Active(threading.local):
+    t = None              # the Tracer running in this thread, or None: other threads (a data loader's
+                          # workers) go through the patched backends untraced
+
+
+_active = _Active()
 
 
 class Untraceable(Exception):
@@ -28,7 +33,7 @@ class Untraceable(Exception):
 
 
 def active():
-    return _active[0]
+    return _active.t
 
 
 def user_frame():
@@ -216,12 +221,12 @@ class Traced:
         return (self[i] for i in range(len(self.v)))
 
     def __array__(self, *args, **kwargs):
-        if _active[0] is not None:
-            _active[0].fail(f"a traced array was converted with numpy.asarray at {user_frame()}")
+        if _active.t is not None:
+            _active.t.fail(f"a traced array was converted with numpy.asarray at {user_frame()}")
         return self.v.__array__(*args, **kwargs)
 
     def __repr__(self):
-        return f"Traced(v{self.vid}, {self.v!r})" if _active[0] is None else _guard(repr, (self,), {}, "repr")
+        return f"Traced(v{self.vid}, {self.v!r})" if _active.t is None else _guard(repr, (self,), {}, "repr")
 
     __hash__ = None
     __str__ = _read(str, "str")
@@ -270,14 +275,14 @@ def _is_array(x):
 
 
 def _dispatch(fn, args, kwargs, label, mutates=(), fresh=False):
-    t = _active[0]
+    t = _active.t
     if t is None:                        # a handle that outlived its trace: plain array semantics
         return fn(*_unwrap(args), **_unwrap(kwargs))
     return t.call(fn, args, kwargs, label, mutates, fresh)
 
 
 def _guard(fn, args, kwargs, label):
-    t = _active[0]
+    t = _active.t
     if t is None:
         return fn(*_unwrap(args), **_unwrap(kwargs))
     return t.guard(fn, args, kwargs, label)
@@ -353,11 +358,11 @@ class Tracer:
         if out_arg is not None and any(o.__class__ is not Traced and _is_array(o) for o in
                                        (out_arg if isinstance(out_arg, tuple) else (out_arg,))):
             self.fail(f"{label} writes (out=) into an array the trace does not know, at {user_frame()}")
-        _active[0] = None                # the call itself runs untraced (a kernel calling kernels)
+        _active.t = None                # the call itself runs untraced (a kernel calling kernels)
         try:
             out = fn(*real_args, **real_kwargs)
         finally:
-            _active[0] = self
+            _active.t = self
         has = _has_traced((args, kwargs))
         if not has and (out.__class__ in _backends.SCALAR_TYPES or not _is_array(out) and not (
                 isinstance(out, (tuple, list)) and any(map(_is_array, out)))):
@@ -382,21 +387,21 @@ class Tracer:
         return res
 
     def guard(self, fn, args, kwargs, label):
-        _active[0] = None
+        _active.t = None
         try:
             out = fn(*_unwrap(args), **_unwrap(kwargs))
         finally:
-            _active[0] = self
+            _active.t = self
         step = Step("guard", fn, _template(args), _template(kwargs), label)
         return self._guard_step(step, out, label)
 
     def _guard_step(self, step, out, label):
         step.kind = "guard"
-        _active[0] = None
+        _active.t = None
         try:
             step.expect = _freeze(out)
         finally:
-            _active[0] = self
+            _active.t = self
         step.where = user_frame()
         self.steps.append(step)
         self._note_read(label)
@@ -501,8 +506,8 @@ class XpProxy:
         return w
 
     def __setattr__(self, name, value):
-        if _active[0] is not None:
-            _active[0].fail(f"setting {name} on the array namespace during a trace")
+        if _active.t is not None:
+            _active.t.fail(f"setting {name} on the array namespace during a trace")
         setattr(self._real, name, value)
 
     def __repr__(self):
@@ -517,7 +522,7 @@ class _FnProxy:
         self.real, self.name, self.backend = real, name, backend
 
     def __call__(self, *args, **kwargs):
-        t = _active[0]
+        t = _active.t
         if t is None:
             return self.real(*_unwrap(args), **_unwrap(kwargs))
         if self.name in READING_FUNCS:
@@ -533,7 +538,7 @@ class _FnProxy:
         label = f"{self.name}.{name}"
 
         def call(*args, **kwargs):
-            t = _active[0]
+            t = _active.t
             if t is None:
                 return real(*_unwrap(args), **_unwrap(kwargs))
             return t.call(real, args, kwargs, label, mutates=mut)
@@ -563,13 +568,13 @@ _READS = frozenset({"item", "to_host", "read_back", "format"})
 def _backend_method(backend, name, real):
     if name in _READS:
         def wrapper(*args, **kwargs):
-            t = _active[0]
+            t = _active.t
             if t is None:
                 return real(*_unwrap(args), **_unwrap(kwargs))
             return t.guard(real, args, kwargs, name)
     else:
         def wrapper(*args, **kwargs):
-            t = _active[0]
+            t = _active.t
             if t is None:
                 return real(*_unwrap(args), **_unwrap(kwargs))
             return t.record_backend(backend, name, real, args, kwargs)
@@ -594,22 +599,33 @@ def _unpatch(backend, saved):
     backend.__dict__.update(saved)
 
 
+_one_trace = threading.Lock()      # the backends are patched for every thread: one trace at a time
+
+
 class tracing:
-    """Context manager: patch every backend made so far and make ``tracer`` the active tracer."""
+    """Context manager: patch every backend made so far and make ``tracer`` this thread's tracer."""
 
     def __init__(self, tracer):
         self.tracer = tracer
 
     def __enter__(self):
-        self.backends = [_backends.get_backend("cpu")] + list(_backends._backends.values())
-        self.saved = [_patch(b) for b in self.backends]
-        _active[0] = self.tracer
+        _one_trace.acquire()
+        try:
+            self.backends = [_backends.get_backend("cpu")] + list(_backends._backends.values())
+            self.saved = [_patch(b) for b in self.backends]
+        except BaseException:
+            _one_trace.release()
+            raise
+        _active.t = self.tracer
         return self.tracer
 
     def __exit__(self, *exc):
-        _active[0] = None
-        for b, s in zip(self.backends, self.saved):
-            _unpatch(b, s)
+        _active.t = None
+        try:
+            for b, s in zip(self.backends, self.saved):
+                _unpatch(b, s)
+        finally:
+            _one_trace.release()
         return False
 
 
@@ -618,7 +634,7 @@ def host_values(fn, *args, dtype=None, device=None):
     as a tuple. Eagerly that is all; while a trace runs, the call is logged so that every replay calls
     ``fn`` again (its side effects on Python state included) and the numbers reach the recorded array
     work as 0-d arrays of ``dtype`` on ``device``, never as constants baked into the program."""
-    t = _active[0]
+    t = _active.t
     if t is None:
         return fn(*args)
     backend = _backends.get_backend(device or "cpu")
