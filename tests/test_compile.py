@@ -219,6 +219,22 @@ def test_dropout_masks_differ_between_calls_and_follow_manual_seed(device):
     assert drop.stats["replays"] >= 4
 
 
+def test_manual_seed_inside_the_compiled_function(device):
+    @ag.compile
+    def f(t):
+        ag.manual_seed(7)
+        return F.dropout(t, 0.5, training=True)
+    x = ag.ones(200, device=device)
+    a, b = f(x), f(x)
+    ag.manual_seed(7)
+    want = F.dropout(x, 0.5, training=True)
+    assert np.array_equal(to_numpy(a), to_numpy(want)) and np.array_equal(to_numpy(b), to_numpy(want))
+    ag.manual_seed(1)
+    c = F.dropout(x, 0.5, training=True)      # the generator seeded after the call is the one used
+    ag.manual_seed(1)
+    assert np.array_equal(to_numpy(c), to_numpy(F.dropout(x, 0.5, training=True)))
+
+
 # --------------------------------------------------------------------------- signatures and outputs
 def test_new_shape_dtype_or_scalar_retraces(device):
     @ag.compile

@@ -349,7 +349,7 @@ class Tracer:
             return a._ag_backend
         return _backends.get_backend("cpu")
 
-    def call(self, fn, args, kwargs, label, mutates=(), fresh=False):
+    def call(self, fn, args, kwargs, label, mutates=(), fresh=False, effect=False):
         real_args, real_kwargs = _unwrap(args), _unwrap(kwargs)
         for i in mutates:
             if args[i].__class__ is not Traced and _is_array(args[i]):
@@ -364,8 +364,8 @@ class Tracer:
         finally:
             _active.t = self
         has = _has_traced((args, kwargs))
-        if not has and (out.__class__ in _backends.SCALAR_TYPES or not _is_array(out) and not (
-                isinstance(out, (tuple, list)) and any(map(_is_array, out)))):
+        if not has and not (effect and out is None) and (out.__class__ in _backends.SCALAR_TYPES or not _is_array(
+                out) and not (isinstance(out, (tuple, list)) and any(map(_is_array, out)))):
             return out                   # a constant computation (dtypes, shapes, typed scalars): nothing to log
         step = Step("call", fn, _template(args), _template(kwargs), label)
         written = [args[i].vid for i in mutates]
@@ -417,7 +417,8 @@ class Tracer:
     def record_backend(self, backend, name, fn, args, kwargs):
         """A named kernel of a backend, logged whole."""
         return self.call(fn, args, kwargs, name, mutates=_BACKEND_MUTATES.get(name, ()),
-                         fresh=name in _BACKEND_FRESH or name == "matmul" and kwargs.get("out") is None)
+                         fresh=name in _BACKEND_FRESH or name == "matmul" and kwargs.get("out") is None,
+                         effect=True)       # a kernel returning nothing acts on state (seed): replayed
 
 
 class _Sink:
@@ -583,11 +584,13 @@ def _backend_method(backend, name, real):
 
 
 def _patch(backend):
-    saved = dict(backend.__dict__)
-    backend.xp = XpProxy(saved.get("xp", type(backend).xp), backend)
-    for name in dir(type(backend)):
-        if name.startswith("_") or name in _PASS:
-            continue
+    """Put the recording proxies on the backend instance; returns what to put back (only those names:
+    what the trace sets on the backend for real, a reseeded generator, stays)."""
+    d = backend.__dict__
+    names = ["xp"] + [n for n in dir(type(backend)) if not n.startswith("_") and n not in _PASS]
+    saved = [(n, n in d, d.get(n)) for n in names]
+    backend.xp = XpProxy(d.get("xp", type(backend).xp), backend)
+    for name in names[1:]:
         real = getattr(backend, name)
         if callable(real) and not isinstance(real, type):
             setattr(backend, name, _backend_method(backend, name, real))
@@ -595,8 +598,12 @@ def _patch(backend):
 
 
 def _unpatch(backend, saved):
-    backend.__dict__.clear()
-    backend.__dict__.update(saved)
+    d = backend.__dict__
+    for name, had, old in saved:
+        if had:
+            d[name] = old
+        else:
+            d.pop(name, None)
 
 
 _one_trace = threading.Lock()      # the backends are patched for every thread: one trace at a time
