@@ -188,7 +188,7 @@ class LinearReLU(Function):
         return _linear_grads(ctx.needs_input_grad, ReluBackward.apply(grad, y), x, w)
 
 
-def linear_relu(input, weight, bias=None):
+def _linear_relu(input, weight, bias=None):
     """relu(linear(input, weight, bias)) as one node (not public: the transformer layers use it)."""
     plain = (isinstance(input, Tensor) and isinstance(weight, Tensor) and input.dtype.kind == "f"
              and input.ndim >= 1 and weight.ndim == 2 and input.shape[-1] == weight.shape[1]

@@ -41,7 +41,7 @@ class _FeedForwardMixin:
 
     def _ff_block(self, x, dropout):
         if self.activation is F.relu:        # one fused node for linear1 and the relu
-            h = F.linear_relu(x, self.linear1.weight, self.linear1.bias)
+            h = F._linear_relu(x, self.linear1.weight, self.linear1.bias)
         else:
             h = self.activation(self.linear1(x))
         return dropout(self.linear2(self.dropout(h)))
