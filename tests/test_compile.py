@@ -440,3 +440,32 @@ def test_large_elementwise_graph_is_fused_and_buffered():
         close(x.grad, xe.grad, rtol=1e-5, atol=1e-6)
     prog = cf.programs()[-1]
     assert prog.n_fused >= 1
+
+
+def test_a_warm_replay_allocates_only_what_it_hands_out():
+    import tracemalloc
+    rng = np.random.default_rng(0)
+    x = ag.tensor(rng.standard_normal(1 << 16).astype(np.float32))
+    w = ag.tensor(rng.standard_normal(1 << 16).astype(np.float32))
+
+    @ag.compile
+    def f(t):
+        with ag.no_grad():
+            a = ag.exp(t) * t + ag.sin(t) * 2
+            b = a * w - t
+            return (b * b).sum(), (a + 1).mean()
+    for _ in range(3):
+        f(x)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        got = f(x)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert peak < x.data.nbytes // 4          # no array of the input's size: every intermediate is a buffer
+    with ag.no_grad():
+        a = ag.exp(x) * x + ag.sin(x) * 2
+        close(got[0], ((a * w - x) ** 2).sum(), rtol=1e-4)
+        close(got[1], (a + 1).mean(), rtol=1e-5)

@@ -64,9 +64,9 @@ class _Kernel:
     scalar = False
     fresh = True
 
-    def __init__(self, outs, fn, args, buffer, refs, extra=None):
+    def __init__(self, outs, fn, args, buffer, refs, extra=None, kwargs=None):
         self.outs, self.fn, self.args, self.buffer, self._refs, self.extra = outs, fn, args, buffer, refs, extra
-        self.kwargs = {}
+        self.kwargs = kwargs or {}
 
     def refs(self):
         return self._refs
@@ -74,6 +74,7 @@ class _Kernel:
     def source(self, em, i):
         args = ", ".join(em.expr(a) for a in self.args)
         kw = f", out={self.buffer}" if self.buffer else ""
+        kw += "".join(f", {k}={em.expr(v)}" for k, v in self.kwargs.items())
         if self.extra:
             kw += self.extra
         return [f"v{self.outs} = {em.const(self.fn)}({args}{kw})"]
@@ -386,12 +387,13 @@ def _plan_buffers(steps, values, escaping, group, em, ew_steps):
         if val.size < BUFFER_MIN:
             continue
         if isinstance(s, _Kernel):
-            if s.buffer is None and "order=" in (s.extra or ""):
-                pass
-            else:
+            if s.buffer is not None or "order=" not in (s.extra or ""):
                 continue
+            fn = None
         elif id(s) in ew_steps and s.fn in _OPS and not s.kwargs:
-            pass
+            fn = _OPS[s.fn][1]
+        elif _takes_out(s) and val.dtype in _FLOATS:
+            fn = s.fn                   # a matmul or a float sum: the same call with out=
         else:
             continue
         key = (val.shape, val.dtype.str)
@@ -402,10 +404,20 @@ def _plan_buffers(steps, values, escaping, group, em, ew_steps):
             name = em.const(np.empty(val.shape, val.dtype))
             n += 1
         if not isinstance(s, _Kernel):
-            s = steps[i] = _Kernel(o, _OPS[s.fn][1], s.args, None, s.refs())
+            s = steps[i] = _Kernel(o, fn, s.args, None, s.refs(),
+                                   kwargs={k: v for k, v in s.kwargs.items() if k != "out"})
         s.buffer = name
         free_at.setdefault(last.get(o, i), []).append((key, name))
     return n
+
+
+def _takes_out(s):
+    """A backend matmul or ``add.reduce`` with no out= yet: both write into a given array."""
+    from ..compile.tracer import Ref
+    if s.kind != "call" or s.kwargs.get("out") is not None or s.scalar or any(
+            v.__class__ is Ref for k, v in s.kwargs.items()):
+        return False
+    return getattr(s.fn, "__func__", None) is NumpyBackend.matmul or s.fn is np.add.reduce
 
 
 register_fuser("numpy", NumpyFuser)
