@@ -10,7 +10,7 @@ import autograd_gpu as ag
 from autograd_gpu import nn, optim
 import autograd_gpu.nn.functional as F
 from autograd_gpu.testing.helpers import make_arrays, assert_close, to_numpy
-from autograd_gpu.testing.op_db import OP_DB
+from autograd_gpu.testing.op_db import OP_DB, ELEMENTWISE
 
 
 def close(got, want, **tol):
@@ -469,3 +469,28 @@ def test_a_warm_replay_allocates_only_what_it_hands_out():
         a = ag.exp(x) * x + ag.sin(x) * 2
         close(got[0], ((a * w - x) ** 2).sum(), rtol=1e-4)
         close(got[1], (a + 1).mean(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("info", [pytest.param(i, id=i.name) for i in ELEMENTWISE])
+def test_fused_kernels_match_eager_on_large_elementwise_inputs(info):
+    """The op table's elementwise ops on arrays big enough for the CPU fuser, forward and backward."""
+    pytest.importorskip("numexpr")
+    n_in = len(info.samples[0])
+    big = {1: ((256, 256),), 2: ((256, 256), (256,)), 3: ((256, 256), (256, 256), (256,))}.get(n_in)
+    if big is None:
+        pytest.skip("no large sample for this arity")
+    dtype = info.dtypes[0]
+    f = _op_fn(info)
+    cf = ag.compile(f)
+    for seed in range(3):
+        _, (ts, us) = _inputs(info, big, dtype, "cpu", seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got = cf(*ts)
+        want = f(*us)
+        for g, w in zip(got, want):
+            if isinstance(w, ag.Tensor):
+                close(g, w, **_tol(dtype))
+        for t, u in zip(ts, us):
+            if u.grad is not None:
+                close(t.grad, u.grad, **_tol(dtype))
