@@ -338,3 +338,12 @@ def test_sdpa_under_vmap_batches_without_a_loop_and_gives_per_example_gradients(
         for g, t in zip(grads, (qi, ki, mi)):
             np.testing.assert_allclose(g[i].numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
     assert not [w for w in recwarn if "no batching rule" in str(w.message)]
+
+
+def test_sdpa_with_no_queries_or_no_keys():
+    q, k, v = (ag.tensor(rand(2, *s, seed=i), requires_grad=True) for i, s in enumerate([(3, 4), (0, 4), (0, 5)]))
+    out = F.scaled_dot_product_attention(q, k, v)
+    assert out.shape == (2, 3, 5) and not out.numpy().any()
+    out.sum().backward()
+    assert q.grad.shape == (2, 3, 4) and not q.grad.numpy().any()
+    assert F.scaled_dot_product_attention(ag.zeros(2, 0, 4), ag.ones(2, 3, 4), ag.ones(2, 3, 5)).shape == (2, 0, 5)

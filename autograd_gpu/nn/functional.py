@@ -795,6 +795,8 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 def _softmax_rows(xp, s):
     """softmax over the last dim of the float array s, in place; a row whose scores are all -inf (every
     key masked out) gives zeros, as PyTorch's scaled_dot_product_attention, not nan."""
+    if s.shape[-1] == 0:          # no keys: nothing to normalise (the output is zeros, as PyTorch's)
+        return s
     m = s.max(axis=-1, keepdims=True)
     xp.maximum(m, xp.finfo(s.dtype).min, out=m)    # an all -inf row shifts by a finite number: exp gives 0
     s -= m
