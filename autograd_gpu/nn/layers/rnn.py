@@ -30,7 +30,7 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 # --------------------------------------------------------------------------- the two namespaces
 class _Arrays:
-    """The step maths on one backend's arrays (the fast path)."""
+    """The step maths on one backend's arrays (first-order backward: no graph is recorded)."""
 
     def __init__(self, backend):
         self.b, self.xp = backend, backend.xp
@@ -56,8 +56,11 @@ class _Arrays:
     def t(self, w):
         return self.xp.ascontiguousarray(w.T)     # h @ w.T with w.T a view is ~3x slower in NumPy's matmul
 
+    def mm(self, a, b):
+        return self.b.matmul(a, b)                # the backend's: float16 goes through float32 on the CPU
+
     def addmm(self, a, h, wt):
-        r = h @ wt
+        r = self.b.matmul(h, wt)                  # the backend's: float16 goes through float32 on the CPU
         r += a                                    # in place: one temporary fewer per step
         return r
 
@@ -82,6 +85,10 @@ class _Tensors:
     @staticmethod
     def t(w):
         return w.T
+
+    @staticmethod
+    def mm(a, b):
+        return a @ b
 
     @staticmethod
     def addmm(a, h, wt):
@@ -113,7 +120,7 @@ def _rnn_backward(L, mode, rec, steps, dout, dh, dc, w_hh):
             dh = dh + dout[t]
         da = dh * (1 - h * h) if mode == "RNN_TANH" else dh * (h > 0)
         dgs[t] = da
-        dh = da @ w_hh
+        dh = L.mm(da, w_hh)
     return dgs, dgs, dh, None
 
 
@@ -145,7 +152,7 @@ def _lstm_backward(L, mode, rec, steps, dout, dh, dc, w_hh):
         da = L.cat([dc * g * i * (1 - i), dc * c_prev * f * (1 - f), dc * i * (1 - g * g), dh * tc * o * (1 - o)])
         dc = dc * f
         dgs[t] = da
-        dh = da @ w_hh
+        dh = L.mm(da, w_hh)
     return dgs, dgs, dh, dc
 
 
@@ -154,7 +161,7 @@ def _gru_forward(L, mode, gx, h, c, w_hh, b_hh, steps):
     wt, outs, rec = L.t(w_hh), [None] * len(steps), []
     for t in steps:
         x = gx[t]
-        gh = h @ wt if b_hh is None else L.addmm(b_hh, h, wt)
+        gh = L.mm(h, wt) if b_hh is None else L.addmm(b_hh, h, wt)
         rz = L.sigmoid(x[:, :2 * H] + gh[:, :2 * H])
         r, z = rz[:, :H], rz[:, H:]
         ghn = gh[:, 2 * H:]
@@ -178,7 +185,7 @@ def _gru_backward(L, mode, rec, steps, dout, dh, dc, w_hh):
         dz = dh * (h_prev - n) * z * (1 - z)
         dgx[t] = L.cat([dr, dz, dn])
         dgh[t] = L.cat([dr, dz, dn * r])
-        dh = dh * z + dgh[t] @ w_hh
+        dh = dh * z + L.mm(dgh[t], w_hh)
     return dgx, dgh, dh, None
 
 
@@ -248,10 +255,10 @@ def _lstm_backward_fast(backend, rec, steps, h0, c0, w_hh, dout, dh, dc, need_w)
     dw = None
     if need_w:                                              # sum_t dgates_t^T h_{t-1}, h_{t-1} read from OUT
         first, G = steps[0], A.shape[-1]
-        dw = DA[first].T @ h0
+        dw = backend.matmul(DA[first].T, h0)
         if len(steps) > 1:
             rest, prev = (DA[1:], OUT[:-1]) if first == 0 else (DA[:-1], OUT[1:])
-            dw += rest.reshape(-1, G).T @ prev.reshape(-1, H)
+            dw += backend.matmul(rest.reshape(-1, G).T, prev.reshape(-1, H))
     return DA, dh, dc, dw
 
 
@@ -309,7 +316,7 @@ class _Recurrence(Function):
             for k, t in enumerate(steps):
                 hp[t] = rec[k][-1]
             hp = L.stack(hp)
-            dw = dgh_all.reshape(-1, dgh_all.shape[-1]).T @ hp.reshape(-1, hp.shape[-1])
+            dw = L.mm(dgh_all.reshape(-1, dgh_all.shape[-1]).T, hp.reshape(-1, hp.shape[-1]))
         if b_hh is not None and need[5]:
             db = dgh_all.reshape(-1, dgh_all.shape[-1]).sum(0)
         grads = (dgx_all, dh, dc, dw, db)
