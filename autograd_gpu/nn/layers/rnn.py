@@ -468,7 +468,7 @@ class RNNBase(Module):
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
-        if self.mode in ("RNN_TANH", "RNN_RELU") and self.mode != "RNN_TANH":
+        if self.mode == "RNN_RELU":
             s += ", nonlinearity='relu'"
         for k, default in (("num_layers", 1), ("bias", True), ("batch_first", False), ("dropout", 0.0),
                            ("bidirectional", False)):
