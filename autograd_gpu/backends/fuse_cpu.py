@@ -164,7 +164,6 @@ class NumpyFuser:
                 folded.discard(j)
 
         out_steps, n_fused = [], 0
-        kernels = {}
         for i, s in enumerate(steps):
             if i in folded:
                 continue
@@ -172,7 +171,6 @@ class NumpyFuser:
                 k = self._kernel(exprs[i], s, values, em)
                 if k is not None:
                     out_steps.append(k)
-                    kernels[len(out_steps) - 1] = True
                     n_fused += 1
                     continue
                 out_steps.extend(self._unfold(i, exprs, steps, folded))
@@ -191,7 +189,7 @@ class NumpyFuser:
     def _kernel(self, entry, s, values, em):
         from ..compile.tracer import Ref
         e, leaves, _ = entry
-        names, args, sig, seen = {}, [], [], {}
+        args, sig, seen = [], [], {}
         dt = values[s.outs].dtype
         dt_in = next(values[x.vid].dtype for x in leaves if x.__class__ is Ref)
 

@@ -20,6 +20,6 @@ def register_fuser(backend_name, factory):
 def get_fuser(backend):
     factory = _fusers.get(getattr(backend, "name", None))
     if factory is None and getattr(backend, "name", None) == "numpy":
-        from . import fuse_cpu       # registers itself
+        from . import fuse_cpu  # noqa: F401  (registers itself)
         factory = _fusers.get("numpy")
     return None if factory is None else factory(backend)

@@ -206,7 +206,8 @@ def _tensor_sig(t):
     d = t.data
     g = t._grad
     return (d.shape, d.dtype.str, t.device, t.requires_grad, _layout(d), t.grad_fn is None,
-            None if g is None else (g.data.shape, g.data.dtype.str, g.requires_grad, _layout(g.data), id(g.data) == id(d)),
+            None if g is None else (g.data.shape, g.data.dtype.str, g.requires_grad, _layout(g.data),
+                                    id(g.data) == id(d)),
             bool(t._hooks or t._post_acc_hooks))
 
 

@@ -447,7 +447,9 @@ def _bool_index(key):
 
 
 def _shapes(out):
-    return tuple(getattr(o, "shape", None) for o in out) if isinstance(out, (tuple, list)) else getattr(out, "shape", None)
+    if isinstance(out, (tuple, list)):
+        return tuple(getattr(o, "shape", None) for o in out)
+    return getattr(out, "shape", None)
 
 
 def _freeze(v):
