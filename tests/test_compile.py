@@ -353,9 +353,11 @@ def test_changed_hyperparameters_and_module_attributes_retrace(device):
 
     cstep = ag.compile(lambda x: step(m2, o2, x))
     x = ag.ones((2, 6), device=device)
-    for i in range(6):
-        if i == 3:                            # a scheduler's change, by hand
+    for i in range(8):
+        if i == 3:                            # a scheduler's change, by hand: read on the host, no new trace
             o1.param_groups[0]["lr"] = o2.param_groups[0]["lr"] = 0.01
+        if i == 5:                            # other options are part of the signature: a new trace
+            o1.param_groups[0]["weight_decay"] = o2.param_groups[0]["weight_decay"] = 0.1
         cstep(x)
         step(m1, o1, x)
         for p1, p2 in zip(m1.parameters(), m2.parameters()):
@@ -369,6 +371,50 @@ def test_changed_hyperparameters_and_module_attributes_retrace(device):
     for p1, p2 in zip(m1.parameters(), m2.parameters()):
         close(p2, p1, rtol=1e-6, atol=1e-7)
     assert cstep.stats["traces"] == 4
+
+
+def test_a_learning_rate_scheduler_needs_no_new_trace(device):
+    m1, m2 = _model(device), _model(device)
+    o1, o2 = optim.Adam(m1.parameters(), lr=0.01), optim.Adam(m2.parameters(), lr=0.01)
+    s1 = optim.lr_scheduler.StepLR(o1, step_size=2, gamma=0.5)
+    s2 = optim.lr_scheduler.StepLR(o2, step_size=2, gamma=0.5)
+
+    def step(m, o, x):
+        o.zero_grad()
+        m(x).sum().backward()
+        o.step()
+    cstep = ag.compile(lambda x: step(m2, o2, x))
+    x = ag.ones((2, 6), device=device)
+    for _ in range(8):
+        cstep(x)
+        s2.step()             # outside: the optimizer reads the learning rate on the host at each replay
+        step(m1, o1, x)
+        s1.step()
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        close(p2, p1, rtol=1e-5, atol=1e-6)
+    assert o2.param_groups[0]["lr"] == o1.param_groups[0]["lr"] == 0.01 * 0.5 ** 4
+    assert cstep.stats["traces"] == 2
+
+
+def test_a_scheduler_stepped_inside_retraces_and_stays_right(device):
+    m1, m2 = _model(device), _model(device)
+    o1, o2 = optim.SGD(m1.parameters(), lr=0.1), optim.SGD(m2.parameters(), lr=0.1)
+    s1 = optim.lr_scheduler.StepLR(o1, step_size=2, gamma=0.5)
+    s2 = optim.lr_scheduler.StepLR(o2, step_size=2, gamma=0.5)
+
+    def step(m, o, s, x):
+        o.zero_grad()
+        m(x).sum().backward()
+        o.step()
+        s.step()              # Python state that changes every call: part of the signature
+    cstep = ag.compile(lambda x: step(m2, o2, s2, x))
+    x = ag.ones((2, 6), device=device)
+    for _ in range(5):
+        cstep(x)
+        step(m1, o1, s1, x)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        close(p2, p1, rtol=1e-5, atol=1e-6)
+    assert o2.param_groups[0]["lr"] == o1.param_groups[0]["lr"]
 
 
 def test_a_compiled_method_is_compiled_per_instance(device):

@@ -212,8 +212,9 @@ def _tensor_sig(t):
 
 
 def _opt_sig(opt):
+    skip = ("params",) + tuple(getattr(opt, "_dynamic_options", ()))     # options read through host_values
     groups = tuple(tuple((k, v if isinstance(v, _SCALARS + (tuple,)) else id(v)) for k, v in g.items()
-                         if k != "params") for g in opt.param_groups)
+                         if k not in skip) for g in opt.param_groups)
     dynamic = getattr(opt, "_dynamic_state", ())
     st = []
     for g in opt.param_groups:

@@ -21,6 +21,7 @@ class Adam(Optimizer):
 
     _ranges = (("lr", "learning rate"), ("eps", "epsilon value"), ("weight_decay", "weight_decay value"))
     _dynamic_state = ("step",)       # counted by host_values, so not part of ag.compile's signature
+    _dynamic_options = ("lr",)       # read through host_values too
 
     def _check_group(self, g):
         super()._check_group(g)
@@ -31,7 +32,7 @@ class Adam(Optimizer):
         check_range(betas[1], "beta parameter at index 1", 0.0, 1.0)
 
     def _update_group(self, group):
-        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        (beta1, beta2), eps = group["betas"], group["eps"]
         wd, amsgrad, maximize, decoupled = (group["weight_decay"], group["amsgrad"], group["maximize"],
                                             group["decoupled_weight_decay"])
         for p in group["params"]:
@@ -51,10 +52,11 @@ class Adam(Optimizer):
                 if amsgrad:
                     state["max_exp_avg_sq"] = Tensor._make(xp.zeros_like(p.data), p.device)
             # the step count lives on the host: under ag.compile every replay counts again (host_values)
-            step_size, bias2 = host_values(_count_step, state, lr, beta1, beta2, dtype=a.dtype, device=p.device)
+            # the learning rate too: a scheduler's change needs no new trace
+            step_size, bias2, decay = host_values(_count_step, state, group, dtype=a.dtype, device=p.device)
             if wd != 0:
                 if decoupled:
-                    a *= 1 - lr * wd
+                    a *= decay
                 else:
                     g = g + wd * a
             m, v = real_view(state["exp_avg"].data), real_view(state["exp_avg_sq"].data)
@@ -77,10 +79,12 @@ class Adam(Optimizer):
             p._bump_version()
 
 
-def _count_step(state, lr, beta1, beta2):
-    """Count one step; the bias corrections of step t: lr / (1 - b1^t) and sqrt(1 - b2^t)."""
+def _count_step(state, group):
+    """Count one step; the bias corrections of step t, lr / (1 - b1^t) and sqrt(1 - b2^t), and the
+    decoupled weight decay factor 1 - lr * wd."""
     state["step"] = t = state.get("step", 0) + 1
-    return lr / (1 - beta1 ** t), math.sqrt(1 - beta2 ** t)
+    lr, (beta1, beta2) = group["lr"], group["betas"]
+    return lr / (1 - beta1 ** t), math.sqrt(1 - beta2 ** t), 1 - lr * group["weight_decay"]
 
 
 class AdamW(Adam):

@@ -1,6 +1,7 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (PyTorch's update rule)."""
 from .optimizer import Optimizer
 from ..tensor import Tensor
+from ..compile.tracer import host_values
 
 __all__ = ["SGD"]
 
@@ -14,6 +15,7 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
+    _dynamic_options = ("lr",)     # read through host_values: not part of ag.compile's signature
     _ranges = (("lr", "learning rate"), ("momentum", "momentum value"), ("dampening", "dampening value"),
                ("weight_decay", "weight_decay value"))
 
@@ -23,7 +25,7 @@ class SGD(Optimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
     def _update_group(self, group):
-        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+        momentum, dampening = group["momentum"], group["dampening"]
         wd, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
         for p in group["params"]:
             if p.grad is None:
@@ -44,5 +46,11 @@ class SGD(Optimizer):
                     b *= momentum
                     b += g if dampening == 0 else (1 - dampening) * g
                 g = g + momentum * b if nesterov else b
-            a -= lr * g
+            # the learning rate is read on the host: under ag.compile a scheduler's change needs no new trace
+            lr_now, = host_values(_lr, group, dtype=a.dtype, device=p.device)
+            a -= lr_now * g
             p._bump_version()
+
+
+def _lr(group):
+    return (group["lr"],)
