@@ -314,6 +314,22 @@ def test_reading_a_value_after_updating_parameters_warns_and_stays_correct(devic
             assert cstep(x) == pytest.approx(step(m1, o1, x), rel=1e-5)
 
 
+def test_a_read_after_writing_through_a_view_of_a_parameter_runs_eagerly(device):
+    w1 = ag.tensor([1.0, 2.0, 3.0], device=device)
+    w2 = ag.tensor([1.0, 2.0, 3.0], device=device)
+
+    def f(w, t):
+        with ag.no_grad():
+            w[0:2] += t                      # an in-place write through a view of outside state
+            return 1.0 if w.sum().item() > 10 else 2.0
+    cf = ag.compile(lambda t: f(w2, t))
+    with pytest.warns(RuntimeWarning, match="test_compile"):
+        for i in range(5):
+            t = ag.full((2,), float(i), device=device)
+            assert cf(t) == f(w1, t)
+    close(w2, w1)
+
+
 def test_boolean_mask_indexing_gives_the_eager_answer(device):
     def f(t):
         return t[t > 0].sum() * 2

@@ -381,6 +381,10 @@ class Tracer:
             return self._guard_step(step, out, label)
         res = self._wrap_out(out, args, kwargs, step)
         self.steps.append(step)
+        if not fresh and step.outs is not None and any(a.vid in self.externals for a in _iter_traced((args, kwargs))):
+            # a view of a parameter or a gradient is outside state too: writing through it counts
+            outs = step.outs if isinstance(step.outs, tuple) else (step.outs,)
+            self.externals.update(o for o in outs if o is not None)
         if label in _DATA_DEPENDENT_SHAPE or (label == "getitem" and _bool_index(real_args[1])):
             step.shape_guard = _shapes(out)
             self._note_read(label)
