@@ -60,8 +60,6 @@ def _all_finite(xp, y, nd=2):
 _SINGULAR = "the matrix is singular (or has inf/NaN entries); NumPy raises LinAlgError here"
 _SINGULAR_GRAD = ("the gradient needs A^-1 and this A is singular (for det PyTorch returns the adjugate "
                   "here; this library raises rather than return inf/NaN)")
-_RANK = ("a does not have full rank (a triangular factor of its QR is singular); NumPy's SVD-based lstsq "
-         "returns the minimum-norm solution here: use pinv(a) @ b")
 _NAN = "did not converge: the input has inf/NaN entries (NumPy raises LinAlgError here)"
 
 
@@ -239,44 +237,20 @@ def cholesky(a):
 
 
 # --------------------------------------------------------------------------- lstsq, pinv
-def lstsq(a, b):
-    """Least-squares solution x of a @ x ~= b for a (..., m, n) of full rank, b (..., m, k) or (m,):
-    via QR, minimising |a x - b| when m >= n and the minimum-norm solution when m < n. Returns the
-    solution only. A rank-deficient a raises (NumPy's SVD-based lstsq returns the minimum-norm
-    solution there; use pinv(a) @ b for that)."""
-    from .decompositions import qr
+def lstsq(a, b, rcond=None):
+    """Least-squares solution x of a @ x ~= b for a (..., m, n), b (..., m, k) or (m,), as NumPy's
+    SVD-based lstsq: the minimiser of |a x - b| of least norm, for any rank (singular values at or below
+    rcond * the largest count as zero; None: eps * max(m, n), NumPy's default). Returns the solution only.
+    It is pinv(a, rcond) @ b, so its gradient is pinv's: exact where the rank does not change nearby."""
     a = _matrix(a, "lstsq", square=False, what="a")
     b, = cast_float32(as_tensor(b, "lstsq", like=a))
     m, n = a.shape[-2:]
     if b.ndim == 0 or b.shape[-1 if b.ndim == 1 else -2] != m:
         raise ValueError(f"lstsq: b of shape {b.shape} does not match a of shape {a.shape}: expected b of shape "
                          f"({m},) or (..., {m}, k)")
-    vec = b.ndim == 1
-    b = b.reshape(m, 1) if vec else b
-    if m >= n:                       # a = QR: x = R^-1 Q^T b
-        q, r = qr(a)
-        _check_full_rank(r, max(m, n), "lstsq")
-        x = _solve(r, q.mT @ b, "lstsq", _RANK)
-    else:                            # a^T = QR: the minimum-norm x = Q R^-T b
-        q, r = qr(a.mT)
-        _check_full_rank(r, max(m, n), "lstsq")
-        x = q @ _solve(r.mT, b, "lstsq", _RANK)
-    return x.reshape(x.shape[:-1]) if vec else x
-
-
-def _check_full_rank(r, size, op):
-    """Device-side: R's diagonal has no entry below max(m, n) * eps * its largest (matrix_rank's
-    tolerance, on QR's diagonal): in floating point a rank-deficient a rarely gives an exact 0 there."""
-    backend = get_backend(r.device)
-    k = r.shape[-1]
-    if k == 0:
-        return
-
-    def ok(xp, data):
-        d = xp.abs(xp.diagonal(data, axis1=-2, axis2=-1))
-        tol = d.max(axis=-1, keepdims=True) * (size * float(xp.finfo(data.dtype).eps))
-        return (d > tol).all(axis=-1)
-    _check_each(backend, backend.call(ok, backend.xp, r.data), op, _RANK, r.shape[:-2])
+    if rcond is None:
+        rcond = float(get_backend(a.device).xp.finfo(a.dtype).eps) * max(m, n)
+    return pinv(a, rcond) @ b
 
 
 class Pinv(Function):
