@@ -23,7 +23,7 @@ import operator
 import numpy as np
 
 from .fusers import register_fuser
-from ..compile.program import alias_groups as _alias_groups
+from ..compile.program import alias_groups as _alias_groups, rename_refs as _renamed
 from .numpy_backend import NumpyBackend
 
 try:
@@ -356,20 +356,6 @@ def _peephole(steps, values, keep):
                              for a in u.args) for u in users):
             for u in users:
                 u.args = _renamed(u.args, {out: src.vid})
-
-
-def _renamed(x, m):
-    from ..compile.tracer import Ref
-    c = x.__class__
-    if c is Ref:
-        return Ref(m[x.vid]) if x.vid in m else x
-    if c is tuple or c is list:
-        return c(_renamed(y, m) for y in x)
-    if c is dict:
-        return {k: _renamed(v, m) for k, v in x.items()}
-    if c is slice:
-        return slice(_renamed(x.start, m), _renamed(x.stop, m), _renamed(x.step, m))
-    return x
 
 
 def _ew_ids(steps, ew):

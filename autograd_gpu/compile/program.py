@@ -202,7 +202,7 @@ def common_subexpressions(steps, keep):
     seen, version, alias, out = {}, {}, {}, []
     for s in steps:
         if alias:
-            s.args, s.kwargs = _rename(s.args, alias), _rename(s.kwargs, alias)
+            s.args, s.kwargs = rename_refs(s.args, alias), rename_refs(s.kwargs, alias)
         for v in s.mutates:
             r = root.get(v, v)
             version[r] = version.get(r, 0) + 1
@@ -235,16 +235,17 @@ def _key(x, version, root):
     raise TypeError("not a simple argument")
 
 
-def _rename(x, m):
+def rename_refs(x, m):
+    """x with every Ref to a value numbered in m renamed to m's value (through tuples, lists, dicts, slices)."""
     c = x.__class__
     if c is Ref:
         return Ref(m[x.vid]) if x.vid in m else x
     if c is tuple or c is list:
-        return c(_rename(y, m) for y in x)
+        return c(rename_refs(y, m) for y in x)
     if c is dict:
-        return {k: _rename(v, m) for k, v in x.items()}
+        return {k: rename_refs(v, m) for k, v in x.items()}
     if c is slice:
-        return slice(_rename(x.start, m), _rename(x.stop, m), _rename(x.step, m))
+        return slice(rename_refs(x.start, m), rename_refs(x.stop, m), rename_refs(x.step, m))
     return x
 
 
