@@ -137,18 +137,21 @@ class Linear(Function):
     # fused x @ w.T + b (PyTorch's addmm): one node and one BLAS call, leading dims folded into rows
     @staticmethod
     def forward(ctx, x, w, b):
-        a = x.data
-        y = (ctx.device._backend or ctx.device.backend).matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a,
-                                                               w.data.T)
-        if b is not None:
-            y += b.data
         ctx.save_for_backward(x, w)
-        return ctx.wrap(y if a.ndim == 2 else y.reshape(a.shape[:-1] + (y.shape[-1],)))
+        return ctx.wrap(_addmm(ctx, x.data, w.data, b))
 
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
         return _linear_grads(ctx.needs_input_grad, grad, x, w)
+
+
+def _addmm(ctx, a, w, b):
+    """The array a @ w.T + b, with a's leading dims folded into the rows of one BLAS call."""
+    y = (ctx.device._backend or ctx.device.backend).matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a, w.T)
+    if b is not None:
+        y += b.data
+    return y if a.ndim == 2 else y.reshape(a.shape[:-1] + (y.shape[-1],))
 
 
 def _linear_grads(needs, grad, x, w):
@@ -172,13 +175,9 @@ class LinearReLU(Function):
     # gradient by the saved output, which is > 0 exactly where the product was
     @staticmethod
     def forward(ctx, x, w, b):
-        a = x.data
-        y = (ctx.device._backend or ctx.device.backend).matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a,
-                                                               w.data.T)
-        if b is not None:
-            y += b.data
+        y = _addmm(ctx, x.data, w.data, b)
         ctx.xp.maximum(y, 0, out=y)
-        y = ctx.wrap(y if a.ndim == 2 else y.reshape(a.shape[:-1] + (y.shape[-1],)))
+        y = ctx.wrap(y)
         ctx.save_for_backward(x, w, y)
         return y
 
