@@ -70,6 +70,13 @@ class Function:
                 t._view_gv = counter[1]
         return t
 
+    def _direct(self):
+        """True when a backward may compute its gradients on arrays (``self.wrap(g.data * y.data)``)
+        instead of through Function.apply: nothing is recorded (no create_graph), no vmap batching
+        rule could apply and the device needs no context switch. The result is the same; the saving
+        is the apply machinery, which dominates the backward of small tensors."""
+        return not state.enabled and not _vmap and (self.device._backend or self.device.backend).context is None
+
     def save_for_backward(self, *tensors):
         self._saved = tensors
 

@@ -151,7 +151,9 @@ class Sub(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        return grad, (-grad if ctx.needs_input_grad[1] else None)
+        if not ctx.needs_input_grad[1]:
+            return grad, None
+        return grad, (ctx.wrap(-grad.data) if ctx._direct() else -grad)
 
 
 class RSubScalar(Function):
@@ -176,9 +178,13 @@ class Mul(Function):
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
-        # Mul.apply directly: the operands were aligned in forward, so the wrapper has nothing to do
-        if a.data.dtype.kind == "c" or b.data.dtype.kind == "c":    # d(ab)/da = b: grad * conj(b)
+        ad, bd = a.data, b.data
+        if ad.dtype.kind == "c" or bd.dtype.kind == "c":    # d(ab)/da = b: grad * conj(b)
             a, b = _cj(a), _cj(b)
+        elif ctx._direct():
+            g = grad.data
+            return (ctx.wrap(g * bd) if need_a else None), (ctx.wrap(g * ad) if need_b else None)
+        # Mul.apply directly: the operands were aligned in forward, so the wrapper has nothing to do
         return (Mul.apply(grad, b) if need_a else None), (Mul.apply(grad, a) if need_b else None)
 
 
@@ -196,6 +202,8 @@ class MulScalar(Function):
         c = ctx.c
         if c.__class__ is not float and c.__class__ is not int:    # complex (maybe a typed NumPy scalar)
             c = c.conjugate()
+        elif ctx._direct():
+            return ctx.wrap(grad.data * c), None
         return MulScalar.apply(grad, c), None
 
 
@@ -562,6 +570,8 @@ class Neg(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx._direct():
+            return ctx.wrap(-grad.data)
         return -grad
 
 
@@ -589,6 +599,8 @@ class Exp(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
+        if y.data.dtype.kind != "c" and ctx._direct():
+            return ctx.wrap(grad.data * y.data)
         return Mul.apply(grad, _cj(y))    # same shape and dtype: no wrapper needed
 
 
@@ -714,8 +726,11 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
-        if y.data.dtype.kind == "c":                 # composed: TanhBackward's own backward is for real y
+        yd = y.data
+        if yd.dtype.kind == "c":                 # composed: TanhBackward's own backward is for real y
             return grad * conj(1.0 - y * y)
+        if ctx._direct():
+            return ctx.wrap(_times_grad(1 - yd * yd, grad.data))
         return TanhBackward.apply(grad, y)
 
 
@@ -756,8 +771,11 @@ class Sigmoid(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
-        if y.data.dtype.kind == "c":                 # composed, as Tanh's
+        yd = y.data
+        if yd.dtype.kind == "c":                 # composed, as Tanh's
             return grad * conj(y * (1.0 - y))
+        if ctx._direct():
+            return ctx.wrap(_times_grad((1 - yd) * yd, grad.data))
         return SigmoidBackward.apply(grad, y)
 
 
@@ -786,6 +804,8 @@ class Relu(Function):
     @staticmethod
     def backward(ctx, grad):
         x, = ctx.saved_tensors
+        if ctx._direct():
+            return ctx.wrap(grad.data * (x.data > 0))
         return ReluBackward.apply(grad, x)
 
 
