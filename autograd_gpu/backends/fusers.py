@@ -22,4 +22,7 @@ def get_fuser(backend):
     if factory is None and getattr(backend, "name", None) == "numpy":
         from . import fuse_cpu  # noqa: F401  (registers itself)
         factory = _fusers.get("numpy")
+    if factory is None and getattr(backend, "name", None) == "cupy":
+        from . import fuse_cuda  # noqa: F401  (registers itself)
+        factory = _fusers.get("cupy")
     return None if factory is None else factory(backend)

@@ -38,10 +38,11 @@ class CompiledFunction:
     """The callable ``ag.compile(fn)`` returns. ``stats`` counts traces, replays, eager calls and guard
     failures; ``programs()`` lists the generated programs (their source is ``.source``)."""
 
-    def __init__(self, fn, cache_size=8, fuse=True):
+    def __init__(self, fn, cache_size=8, fuse=True, cuda_graphs=True):
         self.fn = fn
         self.cache_size = cache_size
         self.fuse = fuse
+        self.cuda_graphs = cuda_graphs
         self._cache = OrderedDict()
         self._retraces = {}
         self._warned = set()
@@ -55,7 +56,7 @@ class CompiledFunction:
         key = f"_ag_compiled_{getattr(self.fn, '__name__', id(self))}"
         c = d.get(key) if d is not None else None
         if c is None:
-            c = CompiledFunction(self.fn.__get__(obj, objtype), self.cache_size, self.fuse)
+            c = CompiledFunction(self.fn.__get__(obj, objtype), self.cache_size, self.fuse, self.cuda_graphs)
             if d is not None:
                 d[key] = c                      # lives and dies with the instance
         return c
@@ -185,7 +186,11 @@ class CompiledFunction:
             ran_backward = True                      # gradients accumulated in place
         outputs = self._outputs(out, holders, final, ran_backward)
         fuser = get_fuser(_first_backend(tr)) if self.fuse else None
+        if hasattr(fuser, "cuda_graphs"):
+            fuser.cuda_graphs = self.cuda_graphs
         program = build_program(tr.steps, [v for v, _, _ in inputs], finals, tr.values, tr.backend_of, fuser)
+        if hasattr(fuser, "finish"):             # the CUDA fuser: kernel counts, graph capture
+            program = fuser.finish(program, self.stats)
         return _Entry(program, [(i, kind) for _, i, kind in inputs], actions, outputs)
 
     def _value(self, v, holders, final):
@@ -347,13 +352,14 @@ def _first_backend(tr):
     return _backends.get_backend("cpu")
 
 
-def compile(fn=None, *, cache_size=8, fuse=True):
+def compile(fn=None, *, cache_size=8, fuse=True, cuda_graphs=True):
     """Trace ``fn`` on its first call with each signature and replay the recorded array work afterwards.
 
     Use as ``step = ag.compile(step)`` or ``@ag.compile``. ``cache_size`` programs are kept (the least
-    recently used is dropped); ``fuse=False`` replays without fused kernels. See docs/compile.md."""
+    recently used is dropped); ``fuse=False`` replays without fused kernels; ``cuda_graphs=False`` keeps
+    CUDA programs from being captured as CUDA graphs. See docs/compile.md."""
     if fn is None:
-        return lambda f: CompiledFunction(f, cache_size, fuse)
+        return lambda f: CompiledFunction(f, cache_size, fuse, cuda_graphs)
     if not callable(fn):
         raise TypeError(f"compile: expected a function or another callable, got {type(fn).__name__}")
-    return CompiledFunction(fn, cache_size, fuse)
+    return CompiledFunction(fn, cache_size, fuse, cuda_graphs)

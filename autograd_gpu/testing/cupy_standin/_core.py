@@ -48,6 +48,9 @@ _hooks = []                         # callables hook(kind, what), run before eac
 
 def record(kind, what):
     """Log one transfer or sync: ``kind`` is "d2h", "h2d" or "sync", ``what`` says which call."""
+    cap = getattr(_local, "capture", None)
+    if cap is not None:                 # CUDA refuses transfers and syncs while a stream captures
+        cap.refuse(kind, what)
     for hook in _hooks:
         hook(kind, what)
     for log in _logs:
@@ -74,6 +77,13 @@ def add_hook(fn):
 def remove_hook(fn):
     if fn in _hooks:
         _hooks.remove(fn)
+
+
+def kernel(run, args=()):
+    """Run one simulated kernel ``run()``; while the thread captures a stream (_kernels.py) it is
+    recorded for the graph, and the arrays in ``args`` it may write are put back afterwards."""
+    cap = getattr(_local, "capture", None)
+    return run() if cap is None else cap.record(run, args)
 
 
 # -- argument conversion ------------------------------------------------------------------------------
@@ -348,7 +358,11 @@ class ndarray:
 
     def __getitem__(self, key):
         dev = self._dev
-        return wrap(self._a[_index_key(self, key, dev, setting=False)], dev)
+        k = _index_key(self, key, dev, setting=False)
+        res = self._a[k]
+        if isinstance(res, np.ndarray) and np.may_share_memory(res, self._a):
+            return wrap(res, dev)                   # a view: no kernel
+        return kernel(lambda: wrap(self._a[k], dev), (self,))
 
     def __setitem__(self, key, value):
         dev = self._here("__setitem__")
@@ -360,18 +374,23 @@ class ndarray:
             record("h2d", "ndarray.__setitem__ with a NumPy value")
         else:
             value = unwrap(value, dev, "ndarray.__setitem__")
-        self._a[_index_key(self, key, dev, setting=True)] = value
+        k = _index_key(self, key, dev, setting=True)
+
+        def run():
+            self._a[k] = value
+        kernel(run, (self,))
 
     __hash__ = None
 
     # -- copies, views and casts with CuPy's device rules --
     def copy(self, order="C"):
-        return ndarray._from_host(self._a.copy(order=order), current_device_id())
+        dev = current_device_id()
+        return kernel(lambda: ndarray._from_host(self._a.copy(order=order), dev), (self,))
 
     def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
         check_dtype(dtype, "ndarray.astype")
         dev = self._here("astype")
-        return ndarray._from_host(self._a.astype(dtype, order=order, copy=copy), dev)
+        return kernel(lambda: ndarray._from_host(self._a.astype(dtype, order=order, copy=copy), dev), (self,))
 
     def view(self, *args, **kwargs):
         return ndarray._from_host(self._a.view(*args, **kwargs), self._dev)
@@ -415,17 +434,21 @@ def _binary(fn, reflected=False, inplace=False):
         if isinstance(other, np.ndarray):
             raise TypeError(f"Unsupported type {np.ndarray} (an operator between a CuPy and a NumPy array)")
         o = unwrap(other, dev, fn.__name__)
-        with np.errstate(all="ignore"):                     # CUDA kernels never warn
-            if inplace:
-                fn(self._a, o)
-                return self
-            return wrap(fn(o, self._a) if reflected else fn(self._a, o), dev)
+
+        def run():
+            with np.errstate(all="ignore"):                     # CUDA kernels never warn
+                if inplace:
+                    fn(self._a, o)
+                    return self
+                return wrap(fn(o, self._a) if reflected else fn(self._a, o), dev)
+        return kernel(run, (self, other))
     return method
 
 
 def _unary(fn):
     def method(self):
-        return wrap(fn(self._a), self._here(fn.__name__))
+        dev = self._here(fn.__name__)
+        return kernel(lambda: wrap(fn(self._a), dev), (self,))
     return method
 
 

@@ -3,8 +3,14 @@
 function of the same name run on the host buffers, behind CuPy's argument rules."""
 import numpy as np
 
-from . import _api, _core, cuda as _cuda
+from . import _api, _core, _kernels, cuda as _cuda
 from ._core import ndarray, current_device_id, record, unwrap, unwrap_kwargs, wrap
+
+# CuPy functions that only make views or read metadata (no kernel to capture)
+_NO_KERNEL = frozenset({"reshape", "broadcast_to", "expand_dims", "squeeze", "transpose", "swapaxes", "moveaxis",
+                        "shape", "ndim", "size", "result_type", "can_cast", "promote_types", "isscalar",
+                        "broadcast_arrays", "atleast_1d", "atleast_2d", "atleast_3d", "ravel", "may_share_memory",
+                        "shares_memory", "iscomplexobj", "isrealobj"})
 
 # CuPy functions that read a size back from the device before they can allocate their result
 _READS_BACK = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "unique_values", "unique_counts",
@@ -18,12 +24,18 @@ def _call(qualname, npf, check, args, kwargs):
     dev = current_device_id()
     if qualname.rsplit(".", 1)[-1] in _READS_BACK:
         record("d2h", f"{qualname} (reads the result's size back from the device)")
-    with np.errstate(all="ignore"):                       # CUDA kernels never warn
-        res = npf(*unwrap(args, dev, qualname), **unwrap_kwargs(kwargs, dev, qualname))
+    uargs, ukwargs = unwrap(args, dev, qualname), unwrap_kwargs(kwargs, dev, qualname)
     out = kwargs.get("out") if kwargs else None
-    if type(out) is ndarray and res is out._a:
-        return out
-    return wrap(res, dev)
+
+    def run():
+        with np.errstate(all="ignore"):                       # CUDA kernels never warn
+            res = npf(*uargs, **ukwargs)
+        if type(out) is ndarray and res is out._a:
+            return out
+        return wrap(res, dev)
+    if qualname.rsplit(".", 1)[-1] in _NO_KERNEL:
+        return run()
+    return _core.kernel(run, (args, kwargs))
 
 
 def function(qualname, npf, entry):
@@ -113,8 +125,10 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
         a = obj._a
         if obj._dev != dev:
             copy = True
-        res = np.array(a, dtype=dtype, copy=True, order=order, ndmin=ndmin) if copy else \
-            np.asarray(a, dtype=dtype, order=order if order != "K" else None)
+        if copy:
+            res = _core.kernel(lambda: np.array(a, dtype=dtype, copy=True, order=order, ndmin=ndmin), (obj,))
+        else:
+            res = np.asarray(a, dtype=dtype, order=order if order != "K" else None)
         if ndmin and res.ndim < ndmin:
             res = res.reshape((1,) * (ndmin - res.ndim) + res.shape)
         return obj if (res is a and obj._dev == dev) else ndarray._from_host(res, dev)
@@ -170,7 +184,8 @@ def _wrapping(npf, qualname):
         n = x.size if axis is None else x.shape[axis]
         if isinstance(idx, np.ndarray) and n:
             idx = idx % n
-        return wrap(npf(x, idx, *unwrap(args, dev, qualname), **unwrap_kwargs(kwargs, dev, qualname)), dev)
+        ua, uk = unwrap(args, dev, qualname), unwrap_kwargs(kwargs, dev, qualname)
+        return _core.kernel(lambda: wrap(npf(x, idx, *ua, **uk), dev), (a, indices))
     f.__name__ = qualname.rsplit(".", 1)[-1]
     return f
 
@@ -205,6 +220,10 @@ class _RandomBase:
             if name in _CURAND_FLOAT and np.dtype(float if dtype is None else dtype).char not in "fd":
                 raise TypeError(f"cupy.random only supports float32 and float64 (got {np.dtype(dtype)} "
                                 f"in {self._namespace}.{name})")
+            if _core._local.__dict__.get("capture") is not None:
+                raise NotImplementedError(f"{self._namespace}.{name} while a stream captures: cuRAND's "
+                                          "host API would replay the same numbers at every launch, and the "
+                                          "CuPy stand-in does not simulate that")
             with _cuda.Device(dev):
                 out = _call(f"{self._namespace}.{name}", npf, None, args, kwargs)
             return out.astype(dtype, copy=False) if dtype is not None and type(out) is ndarray else out
@@ -295,7 +314,8 @@ def _scatter(npu, qualname, op):
         if _uses_atomics(key) and a.dtype.name not in _ATOMIC_DTYPES[op]:
             raise TypeError(f"cupy.{op}.at only supports {', '.join(_ATOMIC_DTYPES[op])} as data type "
                             f"(got {a.dtype}; in {qualname})")
-        npu.at(a._a, key, unwrap(value, dev, qualname))
+        v = unwrap(value, dev, qualname)
+        _core.kernel(lambda: npu.at(a._a, key, v), (a,))
     f.__name__ = qualname.rsplit(".", 1)[-1]
     return f
 
@@ -303,11 +323,13 @@ def _scatter(npu, qualname, op):
 def _erf(x):
     from ...backends._erf import erf              # the same fdlibm port the CPU backend uses
     dev = x._here("cupyx.scipy.special.erf") if type(x) is ndarray else current_device_id()
-    return wrap(erf(unwrap(x, dev, "cupyx.scipy.special.erf")), dev)
+    ux = unwrap(x, dev, "cupyx.scipy.special.erf")
+    return _core.kernel(lambda: wrap(erf(ux), dev), (x,))
 
 
 _OVERRIDES = {
-    "cupy": {"ndarray": ndarray, "asarray": asarray, "array": array, "asanyarray": asanyarray,
+    "cupy": {"ElementwiseKernel": _kernels.ElementwiseKernel, "ReductionKernel": _kernels.ReductionKernel,
+             "ndarray": ndarray, "asarray": asarray, "array": array, "asanyarray": asanyarray,
              "asnumpy": asnumpy, "get_array_module": get_array_module, "from_dlpack": from_dlpack,
              "take": _wrapping(np.take, "cupy.take"),
              "take_along_axis": _wrapping(np.take_along_axis, "cupy.take_along_axis")},
@@ -365,10 +387,14 @@ def _method(name, entry, view):
         dev = self._dev if view else self._here(name)
         if name in _READS_BACK:
             record("d2h", f"{qualname} (reads the result's size back from the device)")
-        with np.errstate(all="ignore"):
-            res = getattr(self._a, name)(*unwrap(args, dev, qualname), **unwrap_kwargs(kwargs, dev, qualname))
+        ua, uk = unwrap(args, dev, qualname), unwrap_kwargs(kwargs, dev, qualname)
         out = kwargs.get("out")
-        return out if type(out) is ndarray and res is out._a else wrap(res, dev)
+
+        def run():
+            with np.errstate(all="ignore"):
+                res = getattr(self._a, name)(*ua, **uk)
+            return out if type(out) is ndarray and res is out._a else wrap(res, dev)
+        return run() if view else _core.kernel(run, (self, args, kwargs))
     method.__name__ = name
     return method
 

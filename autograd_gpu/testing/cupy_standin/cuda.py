@@ -3,6 +3,7 @@ the runtime queries the backend and the benchmarks make."""
 import numpy as np
 
 from ._core import N_DEVICES, current_device_id, _set_current_device_id, record
+from ._kernels import Graph  # noqa: F401  (cupy.cuda.Graph)
 
 
 class CUDARuntimeError(RuntimeError):
@@ -92,6 +93,20 @@ class Stream:
     def record(self, event=None):
         return event or Event()
 
+    def begin_capture(self, mode=None):
+        """Capture the kernels run on this stream (in this thread) until ``end_capture`` (_kernels.py)."""
+        from . import _kernels
+        _kernels.begin(self)
+
+    def end_capture(self):
+        from . import _kernels
+        return _kernels.end(self)
+
+    def is_capturing(self):
+        from . import _kernels
+        cap = _kernels.capturing()
+        return cap is not None and cap.stream is self
+
     def wait_event(self, event):
         pass
 
@@ -108,6 +123,35 @@ class Event:
 
     def synchronize(self):
         record("sync", "Event.synchronize")
+
+
+class MemoryPool:
+    """``cupy.cuda.MemoryPool``: the stand-in allocates from NumPy; the pool only answers its queries."""
+
+    def __init__(self, allocator=None):
+        pass
+
+    def malloc(self, size):
+        raise NotImplementedError("cupy.cuda.MemoryPool.malloc: the CuPy stand-in allocates NumPy buffers")
+
+    def used_bytes(self):
+        return 0
+
+    def free_all_blocks(self, stream=None):
+        pass
+
+
+class using_allocator:
+    """``with cupy.cuda.using_allocator(pool.malloc):`` (the stand-in's arrays never use it)."""
+
+    def __init__(self, allocator=None):
+        self.allocator = allocator
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
 
 
 def get_current_stream(device_id=None):
