@@ -132,8 +132,16 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
         push, pop = heapq.heappush, heapq.heappop
         add = _add_grads if create_graph else _add_arrays
         plain = captured is None and not state_anomaly
-        while heap:
-            node = pop(heap)[1]
+        # the highest-numbered node newly given a gradient waits here rather than in the heap: in a
+        # chain it is the next to run, so most nodes never touch the heap
+        cand = None
+        while True:
+            if cand is not None and (not heap or heap[0][0] > -cand._seq):
+                node, cand = cand, None
+            elif heap:
+                node = pop(heap)[1]
+            else:
+                break
             if node._freed:
                 raise RuntimeError(f"backward through a graph that was already freed (at {type(node).__name__}); "
                                    "pass retain_graph=True to the first backward() if you need to call it twice")
@@ -148,7 +156,8 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
             if node._n_out == 1 and node._hooks is None and plain:
                 results = type(node).backward(node, grads)
                 if results.__class__ is not tuple or len(results) != len(nxt):
-                    results = _check_results(node, results)
+                    results = (results,) if results.__class__ is Tensor and len(nxt) == 1 else \
+                        _check_results(node, results)
             else:
                 if node._n_out == 1:
                     grads = [grads]
@@ -180,20 +189,27 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
                     continue                       # leads to no requested input
                 if m._n_out == 1:
                     old = buffers.get(m)
-                    if old is None:
-                        buffers[m] = g
-                        push(heap, (-m._seq, m))
-                    else:
+                    if old is not None:
                         buffers[m] = add(old, g)
+                        continue
+                    buffers[m] = g
                 else:
                     buf = buffers.get(m)
-                    if buf is None:
-                        buf = buffers[m] = [None] * m._n_out
-                        push(heap, (-m._seq, m))
-                    buf[k] = g if buf[k] is None else add(buf[k], g)
+                    if buf is not None:
+                        buf[k] = g if buf[k] is None else add(buf[k], g)
+                        continue
+                    buf = buffers[m] = [None] * m._n_out
+                    buf[k] = g
+                if cand is None:                   # m is newly pending
+                    cand = m
+                elif m._seq > cand._seq:
+                    push(heap, (-cand._seq, cand))
+                    cand = m
+                else:
+                    push(heap, (-m._seq, m))
             if hit:
                 if first_use is None:              # the first hooked leaf reached: walk what is left
-                    first_use = _first_senders([n for _, n in heap])
+                    first_use = _first_senders([n for _, n in heap] + ([cand] if cand is not None else []))
                 for e in hit:                      # no sender left to run: final after this node
                     heapq.heappush(ready, (-first_use.get(id(e), node._seq), id(e)))
                 hit.clear()
