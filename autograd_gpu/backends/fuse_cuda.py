@@ -370,20 +370,21 @@ class CupyFuser:
                 written |= group.get(v, {v})
         self.mutated = {i for i, v in enumerate(inputs) if v in written or group.get(v, {v}) & written}
 
-    def finish(self, program, stats):
-        """The program, its ``run`` wrapped to count kernels and, where allowed, replay as a CUDA graph."""
-        for k in ("kernel_launches", "graph_captures", "graph_launches"):
-            stats.setdefault(k, 0)
-        program.run = _GraphRunner(program.run, self, stats)
+    def finish(self, program, stats=None):
+        """The program, its ``run`` wrapped to count kernels and, where allowed, replay as a CUDA graph;
+        ``program.counters`` counts generated kernels launched outside graphs, captures and launches."""
+        program.run = _GraphRunner(program.run, self)
         program.graph_runner = program.run
+        program.counters = program.run.stats
         return program
 
 
 class _GraphRunner:
     """Replays a program plainly, then (when allowed) as one captured CUDA graph."""
 
-    def __init__(self, run, fuser, stats):
-        self.run, self.stats = run, stats
+    def __init__(self, run, fuser):
+        self.run = run
+        self.stats = {"kernel_launches": 0, "graph_captures": 0, "graph_launches": 0}
         self.backend, self.xp = fuser.backend, fuser.xp
         self.n_kernels, self.mutated, self.host_values = fuser.n_kernels, fuser.mutated, fuser.host_values
         self.has_checks = fuser.has_checks

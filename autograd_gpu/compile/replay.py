@@ -64,6 +64,15 @@ class CompiledFunction:
     def programs(self):
         return [e.program for e in self._cache.values() if isinstance(e, _Entry)]
 
+    def cuda_stats(self):
+        """For CUDA programs (backends/fuse_cuda.py): generated kernels launched outside CUDA graphs, graphs
+        captured, graph launches, summed over the programs in the cache."""
+        out = {"kernel_launches": 0, "graph_captures": 0, "graph_launches": 0}
+        for p in self.programs():
+            for k, v in getattr(p, "counters", {}).items():
+                out[k] += v
+        return out
+
     def __call__(self, *args, **kwargs):
         if active() is not None:                 # called while another compiled function traces: inline
             return self.fn(*args, **kwargs)

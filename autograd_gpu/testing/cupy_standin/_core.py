@@ -358,11 +358,11 @@ class ndarray:
 
     def __getitem__(self, key):
         dev = self._dev
-        k = _index_key(self, key, dev, setting=False)
-        res = self._a[k]
+        res = self._a[_index_key(self, key, dev, setting=False)]
         if isinstance(res, np.ndarray) and np.may_share_memory(res, self._a):
             return wrap(res, dev)                   # a view: no kernel
-        return kernel(lambda: wrap(self._a[k], dev), (self,))
+        # a gather: the key (wrapped indices) is made again from the index arrays at every graph launch
+        return kernel(lambda: wrap(self._a[_index_key(self, key, dev, setting=False)], dev), (self, key))
 
     def __setitem__(self, key, value):
         dev = self._here("__setitem__")
@@ -374,11 +374,9 @@ class ndarray:
             record("h2d", "ndarray.__setitem__ with a NumPy value")
         else:
             value = unwrap(value, dev, "ndarray.__setitem__")
-        k = _index_key(self, key, dev, setting=True)
-
         def run():
-            self._a[k] = value
-        kernel(run, (self,))
+            self._a[_index_key(self, key, dev, setting=True)] = value
+        kernel(run, (self, key))
 
     __hash__ = None
 
@@ -396,7 +394,11 @@ class ndarray:
         return ndarray._from_host(self._a.view(*args, **kwargs), self._dev)
 
     def reshape(self, *shape, order="C"):
-        return ndarray._from_host(self._a.reshape(*shape, order=order), self._dev)
+        res = self._a.reshape(*shape, order=order)
+        if res.size == 0 or np.may_share_memory(res, self._a):
+            return ndarray._from_host(res, self._dev)
+        # not expressible as a view: CuPy copies (a kernel), NumPy too
+        return kernel(lambda: ndarray._from_host(self._a.reshape(*shape, order=order), self._dev), (self,))
 
     def transpose(self, *axes):
         return ndarray._from_host(self._a.transpose(*axes), self._dev)

@@ -273,7 +273,8 @@ class Graph:
         for run, res in self._ops:
             new = run()
             for old, got in zip(_arrays(res), _arrays(new)):
-                if got._a is not old._a:
+                # a view of captured memory needs nothing; a fresh result goes where the capture put it
+                if got._a is not old._a and old._a.size and not np.may_share_memory(got._a, old._a):
                     old._a[...] = got._a
         self.launches += 1
 

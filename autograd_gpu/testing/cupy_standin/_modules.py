@@ -7,10 +7,10 @@ from . import _api, _core, _kernels, cuda as _cuda
 from ._core import ndarray, current_device_id, record, unwrap, unwrap_kwargs, wrap
 
 # CuPy functions that only make views or read metadata (no kernel to capture)
-_NO_KERNEL = frozenset({"reshape", "broadcast_to", "expand_dims", "squeeze", "transpose", "swapaxes", "moveaxis",
-                        "shape", "ndim", "size", "result_type", "can_cast", "promote_types", "isscalar",
-                        "broadcast_arrays", "atleast_1d", "atleast_2d", "atleast_3d", "ravel", "may_share_memory",
-                        "shares_memory", "iscomplexobj", "isrealobj"})
+_NO_KERNEL = frozenset({"broadcast_to", "expand_dims", "squeeze", "transpose", "swapaxes", "moveaxis", "shape",
+                        "ndim", "size", "result_type", "can_cast", "promote_types", "isscalar", "broadcast_arrays",
+                        "atleast_1d", "atleast_2d", "atleast_3d", "may_share_memory", "shares_memory",
+                        "iscomplexobj", "isrealobj"})
 
 # CuPy functions that read a size back from the device before they can allocate their result
 _READS_BACK = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "unique_values", "unique_counts",
@@ -179,13 +179,15 @@ def _wrapping(npf, qualname):
         if check is not None:
             check((a, indices) + args, kwargs)
         dev = current_device_id()
-        x, idx = unwrap(a, dev, qualname), unwrap(indices, dev, qualname)
+        x, idx0 = unwrap(a, dev, qualname), unwrap(indices, dev, qualname)
         axis = args[0] if args else kwargs.get("axis")
         n = x.size if axis is None else x.shape[axis]
-        if isinstance(idx, np.ndarray) and n:
-            idx = idx % n
         ua, uk = unwrap(args, dev, qualname), unwrap_kwargs(kwargs, dev, qualname)
-        return _core.kernel(lambda: wrap(npf(x, idx, *ua, **uk), dev), (a, indices))
+
+        def run():              # the indices wrapped inside the kernel: a graph launch reads them again
+            idx = idx0 % n if isinstance(idx0, np.ndarray) and n else idx0
+            return wrap(npf(x, idx, *ua, **uk), dev)
+        return _core.kernel(run, (a, indices))
     f.__name__ = qualname.rsplit(".", 1)[-1]
     return f
 
@@ -315,7 +317,7 @@ def _scatter(npu, qualname, op):
             raise TypeError(f"cupy.{op}.at only supports {', '.join(_ATOMIC_DTYPES[op])} as data type "
                             f"(got {a.dtype}; in {qualname})")
         v = unwrap(value, dev, qualname)
-        _core.kernel(lambda: npu.at(a._a, key, v), (a,))
+        _core.kernel(lambda: npu.at(a._a, _core._index_key(a, slices, dev, setting=True), v), (a, slices))
     f.__name__ = qualname.rsplit(".", 1)[-1]
     return f
 
