@@ -243,3 +243,83 @@ def test_ag_cuda_set_device_and_device_context_pick_the_current_gpu():
         ag.cuda.set_device(0)
         if not was:
             cupy_standin.uninstall()
+
+
+# -- user kernels and stream capture (ag.compile's CUDA path) ---------------------------------------------
+def test_elementwise_kernel_evaluates_its_c_expression_with_typed_scalars():
+    k = cp.ElementwiseKernel("float32 a0, float32 k0", "float32 y", "y = (1 / (1 + exp(-(a0 * k0))))", "sig")
+    x = cp.asarray(np.linspace(-3, 3, 7, dtype=np.float32))
+    got = k(x, np.float32(2.0))
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got.get(), 1 / (1 + np.exp(-2 * np.linspace(-3, 3, 7))), rtol=1e-6)
+    out = cp.empty(7, dtype=cp.float32)
+    assert k(x, 1.0, out) is out                       # an output argument is written, not reallocated
+    mask = cp.ElementwiseKernel("float32 a0, bool a1", "float32 y", "y = (a0 * a1)", "m")
+    np.testing.assert_array_equal(mask(x, x > 0).get(), np.maximum(np.linspace(-3, 3, 7), 0))
+
+
+def test_elementwise_kernel_refuses_what_cupy_refuses_and_c_it_cannot_read():
+    k = cp.ElementwiseKernel("float32 a0", "float32 y", "y = (a0 * a0)", "sq")
+    with pytest.raises(TypeError, match="Unsupported type"):
+        k(np.ones(3, np.float32))                      # a NumPy array is no kernel argument
+    with pytest.raises(TypeError, match="Type is mismatched"):
+        k(cp.ones(3, dtype=cp.float64))
+    with pytest.raises(TypeError, match="Wrong number of arguments"):
+        k()
+    for op in ("y = a0 ** 2", "y = (a0 * 2.5)", "y = foo(a0)", "y = a0; y = 1", "z = a0"):
+        with pytest.raises(NotImplementedError):
+            cp.ElementwiseKernel("float32 a0", "float32 y", op, "bad")
+
+
+def test_reduction_kernel_sums_its_map_expression():
+    r = cp.ReductionKernel("float32 a0, float32 a1", "float32 y", "(a0 * a1)", "a + b", "y = a", "0", "dot")
+    a = cp.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    assert r(a, a).shape == ()
+    np.testing.assert_allclose(r(a, a).get(), (np.arange(12.0) ** 2).sum())
+    np.testing.assert_allclose(r(a, a, axis=1, keepdims=True).get(), (a.get() ** 2).sum(1, keepdims=True))
+    with pytest.raises(NotImplementedError, match="sums only"):
+        cp.ReductionKernel("float32 a0", "float32 y", "a0", "max(a, b)", "y = a", "0", "mx")
+
+
+def test_stream_capture_records_kernels_without_running_them_and_launch_reruns_them():
+    s = cp.cuda.Stream()
+    p = cp.ones(4, dtype=cp.float32)
+    x = cp.full(4, 2.0, dtype=cp.float32)
+    with s:
+        s.begin_capture()
+        assert s.is_capturing()
+        p -= x * 0.5
+        t = p + 1
+        g = s.end_capture()
+    assert isinstance(g, cp.cuda.Graph)
+    np.testing.assert_array_equal(p.get(), np.ones(4))        # nothing ran during the capture
+    assert np.isnan(t.get()).all()                             # made during the capture: not yet written
+    g.launch(s)
+    np.testing.assert_array_equal(p.get(), np.zeros(4))
+    x[...] = 4.0                                               # a launch reads the captured buffers again
+    g.launch(s)
+    np.testing.assert_array_equal(p.get(), np.full(4, -2.0))
+    np.testing.assert_array_equal(t.get(), np.full(4, -1.0))
+
+
+@pytest.mark.parametrize("bad", [lambda a: a.get(), lambda a: float(a[0]), lambda a: cp.asarray([1.0]),
+                                 lambda a: cp.cuda.Device().synchronize()])
+def test_transfers_and_syncs_during_capture_raise_and_invalidate_it(bad):
+    s = cp.cuda.Stream()
+    a = cp.ones(3)
+    s.begin_capture()
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError, match="not permitted when stream is capturing"):
+        bad(a)
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError, match="invalidated"):
+        s.end_capture()
+    assert not s.is_capturing()
+
+
+def test_capture_refuses_the_null_stream_and_random_draws():
+    with pytest.raises(cp.cuda.runtime.CUDARuntimeError, match="null stream"):
+        cp.cuda.Stream.null.begin_capture()
+    s = cp.cuda.Stream()
+    s.begin_capture()
+    with pytest.raises(NotImplementedError, match="cuRAND"):
+        cp.random.RandomState(0).random_sample((3,))
+    s.end_capture()

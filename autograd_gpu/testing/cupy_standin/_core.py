@@ -358,11 +358,12 @@ class ndarray:
 
     def __getitem__(self, key):
         dev = self._dev
-        res = self._a[_index_key(self, key, dev, setting=False)]
+        k = [_index_key(self, key, dev, setting=False)]
+        res = self._a[k[0]]
         if isinstance(res, np.ndarray) and np.may_share_memory(res, self._a):
             return wrap(res, dev)                   # a view: no kernel
         # a gather: the key (wrapped indices) is made again from the index arrays at every graph launch
-        return kernel(lambda: wrap(self._a[_index_key(self, key, dev, setting=False)], dev), (self, key))
+        return kernel(lambda: wrap(self._a[k.pop() if k else _index_key(self, key, dev, False)], dev), (self, key))
 
     def __setitem__(self, key, value):
         dev = self._here("__setitem__")
@@ -374,8 +375,10 @@ class ndarray:
             record("h2d", "ndarray.__setitem__ with a NumPy value")
         else:
             value = unwrap(value, dev, "ndarray.__setitem__")
-        def run():
-            self._a[_index_key(self, key, dev, setting=True)] = value
+        k = [_index_key(self, key, dev, setting=True)]
+
+        def run():              # a graph launch makes the key again from the index arrays
+            self._a[k.pop() if k else _index_key(self, key, dev, setting=True)] = value
         kernel(run, (self, key))
 
     __hash__ = None

@@ -317,7 +317,9 @@ def _scatter(npu, qualname, op):
             raise TypeError(f"cupy.{op}.at only supports {', '.join(_ATOMIC_DTYPES[op])} as data type "
                             f"(got {a.dtype}; in {qualname})")
         v = unwrap(value, dev, qualname)
-        _core.kernel(lambda: npu.at(a._a, _core._index_key(a, slices, dev, setting=True), v), (a, slices))
+        k = [key]
+        _core.kernel(lambda: npu.at(a._a, k.pop() if k else _core._index_key(a, slices, dev, setting=True), v),
+                     (a, slices))
     f.__name__ = qualname.rsplit(".", 1)[-1]
     return f
 

@@ -1,0 +1,192 @@
+"""ag.compile on CUDA (backends/fuse_cuda.py): generated ElementwiseKernels / ReductionKernels, planned
+buffers and CUDA-graph replay equal eager mode; graphs are captured only where that is right.
+
+All tests take a CUDA device: `AG_CUDA=standin python -m pytest -q -m gpu tests/test_compile_cuda.py`
+runs them on the CuPy stand-in (which evaluates the generated kernels' C and replays captured graphs)."""
+import numpy as np
+import pytest
+
+import autograd_gpu as ag
+from autograd_gpu import nn, optim
+import autograd_gpu.nn.functional as F
+from autograd_gpu.testing.helpers import assert_close, to_numpy
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def cuda():
+    if not ag.cuda.is_available():
+        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs these on the stand-in)")
+    return "cuda"
+
+
+def close(got, want, **tol):
+    assert_close(ag.tensor(to_numpy(got)), to_numpy(want), **tol)
+
+
+def _rand(shape, seed, device, requires_grad=False):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return ag.tensor(a, device=device, requires_grad=requires_grad)
+
+
+def test_an_elementwise_chain_becomes_one_kernel_and_equals_eager(cuda):
+    def f(x, y):
+        with ag.no_grad():
+            return ag.tanh(x * y + 1) * ag.exp(-x) - y / 3
+    cf = ag.compile(f)
+    for i in range(5):
+        x, y = _rand((64, 33), i, cuda), _rand((33,), i + 10, cuda)
+        close(cf(x, y), f(x, y), rtol=1e-5, atol=1e-6)
+    src = cf.programs()[0].source
+    assert src.count("ag_fused") == 0 and src.count("  # ") == 1, src   # one generated kernel for the chain
+    assert cf.programs()[0].n_fused == 1
+    st = cf.cuda_stats()
+    assert st["graph_captures"] == 1 and st["graph_launches"] == 3 and st["kernel_launches"] == 1
+
+
+def test_a_sum_at_the_end_of_a_run_is_one_reduction_kernel_forward_and_backward(cuda):
+    def f(x):
+        x.grad = None
+        loss = (ag.sigmoid(x) * x + x * x).sum()
+        loss.backward()
+        return loss
+    x1, x2 = _rand((1000,), 0, cuda, True), _rand((1000,), 0, cuda, True)
+    cf = ag.compile(f)
+    for i in range(6):
+        with ag.no_grad():
+            x1.add_(0.01)
+            x2.add_(0.01)
+        close(cf(x2), f(x1), rtol=1e-5, atol=1e-4)
+        close(x2.grad, x1.grad, rtol=1e-5, atol=1e-6)
+    src = cf.programs()[-1].source
+    assert "sum(((a0 * a1) + (a1 * a1)))" in src, src
+    assert cf.cuda_stats()["graph_launches"] >= 3
+
+
+def _mlp(device, seed=0, dropout=0.0):
+    ag.manual_seed(seed)
+    return nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Dropout(dropout), nn.Linear(32, 32), nn.Tanh(),
+                         nn.Linear(32, 5)).to(device)
+
+
+@pytest.mark.parametrize("opt_cls,kw", [(optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.Adam, dict(lr=0.01))],
+                         ids=["SGD-momentum", "Adam"])
+def test_the_compiled_mlp_training_step_equals_eager_for_20_steps_as_a_cuda_graph(opt_cls, kw, cuda):
+    m1, m2 = _mlp(cuda), _mlp(cuda)
+    o1, o2 = opt_cls(m1.parameters(), **kw), opt_cls(m2.parameters(), **kw)
+
+    def step(m, o, x, y):
+        o.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        o.step()
+        return loss
+
+    @ag.compile
+    def cstep(x, y):
+        return step(m2, o2, x, y)
+
+    params = [p.data for p in m2.parameters()]
+    rng = np.random.default_rng(0)
+    losses = []
+    for i in range(20):
+        x = ag.tensor(rng.standard_normal((16, 12)).astype(np.float32), device=cuda)
+        y = ag.tensor(rng.integers(0, 5, 16), device=cuda)
+        got = cstep(x, y)
+        close(got, step(m1, o1, x, y), rtol=1e-5, atol=1e-6)
+        losses.append((got, float(got.item())))
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        close(p2, p1, rtol=1e-5, atol=1e-6)
+        close(p2.grad, p1.grad, rtol=1e-5, atol=1e-6)
+    # parameters are captured by address: updated in their own memory, never rebound
+    assert all(p.data is a for p, a in zip(m2.parameters(), params))
+    # outputs handed out are copies: later launches did not overwrite them
+    assert all(float(t.item()) == v for t, v in losses)
+    st = cstep.cuda_stats()
+    assert st["graph_captures"] == 1 and st["graph_launches"] >= 16, st
+    assert cstep.programs()[-1].n_fused >= 10
+
+
+def test_dropout_draws_fresh_masks_so_its_program_is_not_captured(cuda):
+    m = _mlp(cuda, dropout=0.5)
+
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            return m(x)
+    x = _rand((16, 12), 0, cuda)
+    outs = [to_numpy(f(x)) for _ in range(5)]
+    assert all(not np.array_equal(outs[0], o) for o in outs[1:])
+    assert f.cuda_stats()["graph_captures"] == 0
+    assert "random" in f.programs()[0].graph_runner.no_graph
+    ag.manual_seed(3)
+    a = to_numpy(f(x))
+    ag.manual_seed(3)
+    with ag.no_grad():
+        close(a, m(x))                     # the same numbers eager mode draws
+
+
+def test_a_changed_shape_retraces_and_each_program_has_its_own_graph(cuda):
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            return (x * 2 + 1).relu()
+    for n in (8, 8, 8, 8, 16, 16, 16, 16):
+        x = _rand((n,), n, cuda)
+        close(f(x), (x * 2 + 1).relu())
+    assert f.stats["traces"] == 2 and f.cuda_stats()["graph_captures"] == 2
+
+
+def test_guards_keep_a_program_out_of_graphs(cuda):
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            return x * 2 if float(x.sum().item()) > 0 else x * 3
+    x = ag.ones(4, device=cuda)
+    for _ in range(4):
+        close(f(x), x * 2)
+    assert f.cuda_stats()["graph_captures"] == 0
+    assert "guard" in f.programs()[0].graph_runner.no_graph
+
+
+def test_cuda_graphs_false_replays_the_kernels_without_capture(cuda):
+    @ag.compile(cuda_graphs=False)
+    def f(x):
+        with ag.no_grad():
+            return ag.exp(x) * x + 1
+    x = _rand((10,), 0, cuda)
+    for _ in range(4):
+        close(f(x), ag.exp(x) * x + 1, rtol=1e-6)
+    assert f.cuda_stats() == {"kernel_launches": 3, "graph_captures": 0, "graph_launches": 0}
+
+
+def test_a_capture_that_cuda_refuses_falls_back_to_plain_replays(cuda):
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            return x + ag.tensor([1.0, 2.0, 3.0], device=cuda)     # a host-to-device copy in the program
+    x = ag.ones(3, device=cuda)
+    for _ in range(4):
+        close(f(x), x + ag.tensor([1.0, 2.0, 3.0], device=cuda))
+    runner = f.programs()[0].graph_runner
+    assert runner.no_graph is not None and f.cuda_stats()["graph_captures"] == 0
+
+
+def test_inputs_that_are_not_written_are_copied_in_so_the_caller_keeps_its_arrays(cuda):
+    w = _rand((8,), 1, cuda)
+
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            w.mul_(0.5)
+            return x * w
+    xs = [_rand((8,), i, cuda) for i in range(5)]
+    keep = [to_numpy(x).copy() for x in xs]
+    w_ref = to_numpy(w).copy()
+    for x, k in zip(xs, keep):
+        w_ref = w_ref * 0.5
+        close(f(x), k * w_ref, rtol=1e-6)
+    for x, k in zip(xs, keep):
+        np.testing.assert_array_equal(to_numpy(x), k)
+    assert f.cuda_stats()["graph_launches"] >= 2
