@@ -39,6 +39,12 @@ def run_workload(name, device, scale, log):
         row["ours_tflops"] = meta["flops"] / res["ours"][0] / 1e12
     if "elements" in meta:               # bytes a perfect fused kernel would move: read x, write grad
         row["ours_gb_per_s"] = meta["elements"] * 4 * 2 / res["ours"][0] / 1e9
+        if "compiled" in res:
+            row["compiled_gb_per_s"] = meta["elements"] * 4 * 2 / res["compiled"][0] / 1e9
+    if meta.get("copy_gb_per_s"):        # CUDA: the measured copy bandwidth, and the compiled step against it
+        row["copy_gb_per_s"] = meta["copy_gb_per_s"]
+        if "compiled_gb_per_s" in row:
+            row["compiled_fraction_of_copy"] = row["compiled_gb_per_s"] / meta["copy_gb_per_s"]
     if name == "deep_chain" and device == "cpu":
         row["ours_peak_mb"] = peak_memory(steps["ours"]) / 1e6
     log(report.describe(row))

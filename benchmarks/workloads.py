@@ -14,8 +14,8 @@ import autograd_gpu as ag
 # --------------------------------------------------------------------------- helpers
 def _xp(device):
     if str(device).startswith("cuda"):
-        import cupy
-        return cupy
+        from benchmarks.timing import cupy_module
+        return cupy_module()
     return np
 
 
@@ -319,7 +319,27 @@ def elementwise_4m(device, scale):
             s = torch.sigmoid(tx)
             ((s * tx) ** 2).sum().backward()
         steps["torch"] = theirs
-    return steps, {"per": 1, "unit": "ms/step", "what": f"sigmoid*x, square, sum on {size:,} elements", "elements": size}
+    meta = {"per": 1, "unit": "ms/step", "what": f"sigmoid*x, square, sum on {size:,} elements", "elements": size}
+    if str(device).startswith("cuda"):
+        meta["copy_gb_per_s"] = _copy_bandwidth(xp, size)
+    return steps, meta
+
+
+def _copy_bandwidth(xp, size, repeats=20):
+    """GB/s of a device-to-device copy of ``size`` float32 values (read + write), the ceiling a fused
+    elementwise step can approach on this GPU (best of ``repeats``, timed with CUDA events)."""
+    src = xp.ones(size, dtype=xp.float32)
+    dst = xp.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats + 2):
+        start, stop = xp.cuda.Event(), xp.cuda.Event()
+        start.record()
+        xp.copyto(dst, src)
+        stop.record()
+        stop.synchronize()
+        ms = xp.cuda.get_elapsed_time(start, stop)
+        best = min(best, ms) if ms > 0 else best
+    return size * 4 * 2 / (best * 1e-3) / 1e9 if best not in (0, float("inf")) else None
 
 
 # --------------------------------------------------------------------------- micrograd's moons

@@ -34,3 +34,18 @@ def test_distributed_benchmarks_tiny_run(tmp_path):
     assert d["allreduce"] and all(r["ours_us"] > 0 and r["mpi4py_us"] > 0 for r in d["allreduce"])
     assert d["training"]["one_rank"]["ranks"] == 1 and d["training"]["two_ranks"]["ranks"] == 2
     assert "ours / mpi4py" in (tmp_path / "benchmarks.md").read_text()
+
+
+@pytest.mark.gpu
+def test_cuda_workloads_with_the_compiled_column_run_tiny(tmp_path):
+    """The CUDA rows (compiled = generated kernels + CUDA graph) and the copy-bandwidth baseline of
+    elementwise_4m; `AG_CUDA=standin` runs them on the CuPy stand-in."""
+    import autograd_gpu as ag
+    if not ag.cuda.is_available():
+        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs this on the stand-in)")
+    pytest.importorskip("matplotlib")
+    main(["--tiny", "--device", "cuda", "--only", "elementwise_4m", "mlp_step", "--out", str(tmp_path)])
+    rows = {r["workload"]: r for r in json.loads((tmp_path / "benchmarks.json").read_text())["rows"]}
+    assert rows["mlp_step"]["compiled"]["median"] > 0
+    e = rows["elementwise_4m"]
+    assert e["copy_gb_per_s"] > 0 and e["compiled_fraction_of_copy"] > 0

@@ -142,7 +142,7 @@ class CupyFuser:
         self.sum = xp.sum
         self.n_kernels = 0
         self.no_graph = None            # why the program is not captured, or None
-        self.mutated, self.host_values, self.has_checks = set(), [], False
+        self.mutated, self.host_values, self.has_checks, self.copy_in = set(), [], False, []
 
     # -- planning ----------------------------------------------------------------------------------
     def plan(self, steps, inputs, keep, values, em):
@@ -369,6 +369,11 @@ class CupyFuser:
             for v in s.mutates:
                 written |= group.get(v, {v})
         self.mutated = {i for i, v in enumerate(inputs) if v in written or group.get(v, {v}) & written}
+        read = set()
+        for s in steps:
+            read.update(s.refs())
+        # inputs the graph reads or writes: copied in when the caller passes other arrays than at capture
+        self.copy_in = sorted(self.mutated | {i for i, v in enumerate(inputs) if v in read})
 
     def finish(self, program, stats=None):
         """The program, its ``run`` wrapped to count kernels and, where allowed, replay as a CUDA graph;
@@ -387,7 +392,7 @@ class _GraphRunner:
         self.stats = {"kernel_launches": 0, "graph_captures": 0, "graph_launches": 0}
         self.backend, self.xp = fuser.backend, fuser.xp
         self.n_kernels, self.mutated, self.host_values = fuser.n_kernels, fuser.mutated, fuser.host_values
-        self.has_checks = fuser.has_checks
+        self.has_checks, self.copy_in = fuser.has_checks, fuser.copy_in
         self.no_graph = None if fuser.cuda_graphs else "cuda_graphs=False"
         self.no_graph = self.no_graph or fuser.no_graph
         self.warm = 0
@@ -412,7 +417,9 @@ class _GraphRunner:
         with b._cuda_device:
             self.stream = xp.cuda.Stream()
             self.pool = xp.cuda.MemoryPool()        # what the capture allocates stays the graph's
-            self.static = [a if i in self.mutated else xp.empty(a.shape, a.dtype) for i, a in enumerate(arrays)]
+            # written inputs (parameters, state) and unread ones by address; the others get captured buffers
+            read_only = set(self.copy_in) - self.mutated
+            self.static = [xp.empty(a.shape, a.dtype) if i in read_only else a for i, a in enumerate(arrays)]
             if self.has_checks and b._err is None:
                 b._err = xp.zeros(2, dtype=np.int64)
             self.err = b._err if self.has_checks else None
@@ -436,9 +443,10 @@ class _GraphRunner:
     def _launch(self, arrays):
         xp, b = self.xp, self.backend
         with b._cuda_device, self.stream:
-            for a, s in zip(arrays, self.static):
-                if a is not s:
-                    xp.copyto(s, a)
+            static = self.static
+            for i in self.copy_in:
+                if arrays[i] is not static[i]:
+                    xp.copyto(static[i], arrays[i])
             for hv in self.host_values:
                 hv.refresh()
             if self.err is not None and b._err is not self.err:
