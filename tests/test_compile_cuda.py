@@ -60,7 +60,9 @@ def test_a_sum_at_the_end_of_a_run_is_one_reduction_kernel_forward_and_backward(
         close(cf(x2), f(x1), rtol=1e-5, atol=1e-4)
         close(x2.grad, x1.grad, rtol=1e-5, atol=1e-6)
     src = cf.programs()[-1].source
-    assert "sum(((a0 * a1) + (a1 * a1)))" in src, src
+    # forward: the sigmoid recomputed inside the sum; backward: one kernel reading x
+    assert "sum((((1 / (1 + exp(-a0))) * a0) + (a0 * a0)))" in src, src
+    assert cf.programs()[-1].n_fused == 2, src
     assert cf.cuda_stats()["graph_launches"] >= 3
 
 

@@ -49,6 +49,8 @@ _INPLACE = {operator.iadd: "add", operator.isub: "subtract", operator.imul: "mul
 _RANDOM = frozenset({"rand", "randn", "randint", "permutation", "seed", "set_rng_state", "get_rng_state"})
 _FLOATS = frozenset({"float32", "float64"})
 _kernels = {}            # (kind, params, code) -> the cupy kernel object
+MAX_KERNEL_OPS = 64     # a kernel's expression is cut where a folded part would be bigger than this
+MULTI_FOLD_OPS = 8       # an expression with several consumers is recomputed in each when at most this big
 
 
 class _Node:
@@ -67,6 +69,10 @@ class _Node:
             base = self.kids[0].render(name_of)
             return "(" + " * ".join([base] * self.kids[1].leaf) + ")"
         return _C[self.op].format(*(k.render(name_of) for k in self.kids))
+
+    def size(self):
+        """The number of operations (a recomputed expression's cost)."""
+        return 0 if self.op in ("leaf", "lit") else 1 + sum(k.size() for k in self.kids)
 
     def leaves(self, out):
         if self.op == "leaf":
@@ -148,38 +154,55 @@ class CupyFuser:
     def plan(self, steps, inputs, keep, values, em):
         from ..compile.program import alias_groups
         from ..compile.tracer import Ref
+        from .fuse_cpu import _ssa
+        # g += x on an array made inside the program becomes g2 = g + x (later uses renamed), so
+        # in-place gradient accumulation does not break runs
+        steps, renamed = _ssa(steps, values, set(inputs), alias_groups(steps))
+        keep = {renamed.get(v, v) for v in keep}
         group = alias_groups(steps)
         escaping = set()
         for v in keep:
             escaping |= group.get(v, {v})
-        uses, producer, mut_at = {}, {}, {}
+        uses, producer, mut_at, consumers = {}, {}, {}, {}
         for i, s in enumerate(steps):
             for v in s.refs():
                 uses[v] = uses.get(v, 0) + 1
+                consumers.setdefault(v, []).append(i)
             if s.kind == "call" and isinstance(s.outs, int):
                 producer.setdefault(s.outs, i)
             for v in s.mutates:
                 for m in group.get(v, (v,)):
                     mut_at.setdefault(m, []).append(i)
         ew = {i: e for i, s in enumerate(steps) if (e := self._elementwise(s, values)) is not None}
-        exprs, folded = {}, set()
+        sums = {i for i, s in enumerate(steps) if self._is_sum(s)}
+        exprs, folded_into = {}, {}
 
         def foldable(v, i, dt):
-            """Whether value v (made by an elementwise step) can be computed inside consumer i's kernel."""
+            """Whether value v (made by an elementwise step) can be computed inside consumer i's kernel:
+            its only use, or a small expression whose every consumer is a kernel (recomputing it there
+            costs less than writing and reading it: the kernels are memory-bound)."""
             j = producer.get(v)
-            if (j is None or j not in ew or ew[j][3] is not None or uses.get(v) != 1 or v in escaping
+            if (j is None or j not in ew or ew[j][3] is not None or v in escaping
                     or len(group.get(v, (v,))) > 1 or ew[j][2] != dt):
                 return False
             read = [x.vid for x in exprs[j].leaves([]) if x.__class__ is Ref] + [v]
-            return not any(j < k < i for x in read for k in mut_at.get(x, ()))
+            if any(j < k < i for x in read for k in mut_at.get(x, ())):
+                return False
+            if exprs[j].size() > MAX_KERNEL_OPS:
+                return False        # chains are cut into kernels of bounded size (and recursion depth)
+            if uses.get(v) == 1:
+                return True
+            return exprs[j].size() <= MULTI_FOLD_OPS and all(
+                (c in ew and ew[c][3] != v) or c in sums for c in consumers.get(v, ()))
 
         for i in sorted(ew):
             op, args, dt, target = ew[i]
             kids = []
             for n, a in enumerate(args):
                 if a.__class__ is Ref and not (target is not None and n == 0) and foldable(a.vid, i, dt):
-                    folded.add(producer[a.vid])
-                    kids.append(exprs[producer[a.vid]])
+                    j = producer[a.vid]
+                    folded_into.setdefault(j, set()).add(i)
+                    kids.append(exprs[j])
                 elif a.__class__ is float and op == "power" and a in (2.0, 3.0):
                     kids.append(_Node("lit", leaf=int(a)))      # x ** 2.0 as x * x
                 elif a.__class__ is int and abs(a) < 1 << 24:
@@ -189,10 +212,12 @@ class CupyFuser:
             exprs[i] = _Node(op, tuple(kids))
         reductions = {}
         for i, s in enumerate(steps):
-            r = self._reduction(i, s, values, producer, ew, exprs, folded, foldable)
+            r = self._reduction(i, s, values, producer, ew, exprs, foldable)
             if r is not None:
                 reductions[i] = r
-                folded.add(producer[s.args[0].vid])
+                folded_into.setdefault(producer[s.args[0].vid], set()).add(i)
+        # a producer goes when every consumer computes it itself
+        folded = {j for j, into in folded_into.items() if set(consumers.get(steps[j].outs, ())) <= into}
         out = []
         for i, s in enumerate(steps):
             if i in folded:
@@ -201,7 +226,7 @@ class CupyFuser:
         self.n_kernels = sum(isinstance(s, _KernelStep) for s in out)
         n_buffers = self._buffers(out, values, escaping, group, em)
         self._graph_facts(out, inputs, group, values)
-        return out, self.n_kernels, n_buffers, {}
+        return out, self.n_kernels, n_buffers, renamed
 
     def _elementwise(self, s, values):
         """(op name, args, float dtype, in-place target vid or None) for an elementwise step, else None."""
@@ -284,15 +309,18 @@ class CupyFuser:
         step = _KernelStep(s.outs, k, args, code, target=target)
         return step
 
-    def _reduction(self, i, s, values, producer, ew, exprs, folded, foldable):
-        """``sum(expr)`` over a foldable elementwise run: one ReductionKernel."""
+    def _is_sum(self, s):
         from ..compile.tracer import Ref
-        if (s.kind != "call" or s.fn is not self.sum or len(s.args) != 1 or s.args[0].__class__ is not Ref
-                or not set(s.kwargs) <= {"axis", "keepdims"} or not isinstance(s.outs, int)):
+        return (s.kind == "call" and s.fn is self.sum and len(s.args) == 1 and s.args[0].__class__ is Ref
+                and set(s.kwargs) <= {"axis", "keepdims"} and isinstance(s.outs, int))
+
+    def _reduction(self, i, s, values, producer, ew, exprs, foldable):
+        """``sum(expr)`` over a foldable elementwise run: one ReductionKernel."""
+        if not self._is_sum(s):
             return None
         v = s.args[0].vid
         j = producer.get(v)
-        if j is None or j not in ew or j in folded:
+        if j is None or j not in ew:
             return None
         dt = ew[j][2]
         if values[s.outs].dtype.name != dt or values[v].dtype.name != dt or not foldable(v, i, dt):
