@@ -192,3 +192,22 @@ def test_inputs_that_are_not_written_are_copied_in_so_the_caller_keeps_its_array
     for x, k in zip(xs, keep):
         np.testing.assert_array_equal(to_numpy(x), k)
     assert f.cuda_stats()["graph_launches"] >= 2
+
+
+def test_device_side_checks_inside_a_graph_raise_at_the_next_read(cuda):
+    lin = nn.Linear(4, 3).to(cuda)
+
+    @ag.compile
+    def f(x, y):
+        with ag.no_grad():
+            return F.cross_entropy(lin(x), y)
+    x = _rand((5, 4), 0, cuda)
+    good = ag.tensor(np.array([0, 1, 2, 0, 1]), device=cuda)
+    for _ in range(4):
+        f(x, good).item()
+    assert f.cuda_stats()["graph_launches"] >= 1
+    bad = ag.tensor(np.array([0, 1, 7, 0, 1]), device=cuda)
+    loss = f(x, bad)
+    with pytest.raises(Exception, match="out of range"):
+        loss.item()
+    assert float(f(x, good).item()) > 0            # the check was read and cleared: later calls are fine

@@ -48,6 +48,7 @@ _INPLACE = {operator.iadd: "add", operator.isub: "subtract", operator.imul: "mul
             operator.itruediv: "true_divide"}
 _RANDOM = frozenset({"rand", "randn", "randint", "permutation", "seed", "set_rng_state", "get_rng_state"})
 _FLOATS = frozenset({"float32", "float64"})
+_CHECKS = frozenset({"assert_all", "check_range"})       # backend kernels that write the pending-check array
 _kernels = {}            # (kind, params, code) -> the cupy kernel object
 MAX_KERNEL_OPS = 64     # a kernel's expression is cut where a folded part would be bigger than this
 MULTI_FOLD_OPS = 8       # an expression with several consumers is recomputed in each when at most this big
@@ -385,7 +386,7 @@ class CupyFuser:
             if owner is self.backend and name in _RANDOM:
                 self.no_graph = self.no_graph or f"it draws random numbers ({name}): cuRAND under capture " \
                                                  "would replay the same numbers"
-            if owner is self.backend and name == "assert_all":
+            if owner is self.backend and name in _CHECKS:
                 self.has_checks = True
             if name == "arrays" and "host_values" in getattr(fn, "__qualname__", ""):
                 outs = s.outs if isinstance(s.outs, tuple) else (s.outs,)
