@@ -292,6 +292,8 @@ def test_stream_capture_records_kernels_without_running_them_and_launch_reruns_t
         t = p + 1
         g = s.end_capture()
     assert isinstance(g, cp.cuda.Graph)
+    with pytest.raises(NotImplementedError, match="via stream capture"):
+        cp.cuda.Graph()
     np.testing.assert_array_equal(p.get(), np.ones(4))        # nothing ran during the capture
     assert np.isnan(t.get()).all()                             # made during the capture: not yet written
     g.launch(s)

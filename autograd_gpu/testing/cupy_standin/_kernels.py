@@ -252,7 +252,7 @@ def end(stream):
     cap.undo()
     if cap.error is not None:
         raise _cuda_error(901, f"cudaErrorStreamCaptureInvalidated: the capture was invalidated by {cap.error}")
-    return Graph(cap.ops)
+    return Graph._from_capture(cap.ops)
 
 
 def _cuda_error(status, msg):
@@ -263,9 +263,15 @@ def _cuda_error(status, msg):
 class Graph:
     """``cupy.cuda.Graph``: the kernels of one capture; ``launch`` runs them again in order."""
 
-    def __init__(self, ops=()):
-        self._ops = list(ops)
-        self.launches = 0
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("currently this class cannot be initiated by the user and must be created "
+                                  "via stream capture")          # CuPy's words
+
+    @classmethod
+    def _from_capture(cls, ops):
+        g = cls.__new__(cls)
+        g._ops, g.launches = list(ops), 0
+        return g
 
     def launch(self, stream=None):
         if capturing() is not None:
