@@ -211,3 +211,21 @@ def test_device_side_checks_inside_a_graph_raise_at_the_next_read(cuda):
     with pytest.raises(Exception, match="out of range"):
         loss.item()
     assert float(f(x, good).item()) > 0            # the check was read and cleared: later calls are fine
+
+
+def test_a_program_on_the_second_gpu_runs_its_kernels_and_graph_there(cuda):
+    if ag.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (the stand-in simulates two)")
+    w = _rand((6,), 2, "cuda:1")
+
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            return ag.exp(x) * w + 1
+    ref = to_numpy(w).copy()
+    for i in range(4):
+        x = _rand((6,), i, "cuda:1")
+        out = f(x)
+        assert out.device == ag.device("cuda:1")
+        close(out, np.exp(to_numpy(x)) * ref + 1, rtol=1e-6)
+    assert f.cuda_stats()["graph_launches"] >= 1

@@ -439,6 +439,9 @@ class _GraphRunner:
                 return self._launch(arrays)
         self.warm += 1
         self.stats["kernel_launches"] += self.n_kernels
+        if self.backend.context is not None:      # not GPU 0: the generated kernels run on the arrays' GPU
+            with self.backend.context():
+                return self.run(arrays)
         return self.run(arrays)
 
     def _capture(self, arrays):
