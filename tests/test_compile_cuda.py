@@ -229,3 +229,31 @@ def test_a_program_on_the_second_gpu_runs_its_kernels_and_graph_there(cuda):
         assert out.device == ag.device("cuda:1")
         close(out, np.exp(to_numpy(x)) * ref + 1, rtol=1e-6)
     assert f.cuda_stats()["graph_launches"] >= 1
+
+
+def test_a_warm_replay_allocates_only_what_it_hands_out_and_what_ops_make_inside(cuda, monkeypatch):
+    from autograd_gpu.testing.cupy_standin import ndarray
+    n = 4096
+
+    @ag.compile(cuda_graphs=False)
+    def f(x):
+        with ag.no_grad():
+            a = ag.exp(x) * x                 # a kernel whose result stays inside: a planned buffer
+            b = a.cumsum(0)                   # not elementwise: allocates its own result
+            return b * a - 1
+    x = _rand((n,), 0, cuda)
+    f(x), f(x)
+    made = []
+    real = ndarray._from_host.__func__
+
+    def counting(cls, a, dev):
+        if a.size == n and a.base is None:
+            made.append(a)
+        return real(cls, a, dev)
+    monkeypatch.setattr(ndarray, "_from_host", classmethod(counting))
+    out = f(x)
+    monkeypatch.undo()
+    with ag.no_grad():
+        close(out, (ag.exp(x) * x).cumsum(0) * (ag.exp(x) * x) - 1, rtol=1e-5)
+    assert f.programs()[0].n_buffers == 1
+    assert len(made) == 2, len(made)          # cumsum's result and the output, nothing for a
