@@ -383,7 +383,8 @@ class CupyFuser:
             fn = s.fn
             owner = getattr(fn, "__self__", None)
             name = getattr(fn, "__name__", "")
-            if owner is self.backend and name in _RANDOM:
+            if (owner is self.backend and name in _RANDOM or type(owner).__name__ in ("RandomState", "Generator")
+                    or "random" in (getattr(fn, "__module__", None) or "")):
                 self.no_graph = self.no_graph or f"it draws random numbers ({name}): cuRAND under capture " \
                                                  "would replay the same numbers"
             if owner is self.backend and name in _CHECKS:
