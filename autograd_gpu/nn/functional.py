@@ -143,6 +143,8 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
+        if ctx._direct():
+            return _linear_grads_direct(ctx, grad.data, x.data, w.data)
         return _linear_grads(ctx.needs_input_grad, grad, x, w)
 
 
@@ -152,6 +154,18 @@ def _addmm(ctx, a, w, b):
     if b is not None:
         y += b.data
     return y if a.ndim == 2 else y.reshape(a.shape[:-1] + (y.shape[-1],))
+
+
+def _linear_grads_direct(ctx, g, x, w):
+    """_linear_grads on arrays, when nothing is recorded (Function._direct): the same products, without
+    the Function.apply machinery of the transpose, the two products and the sum."""
+    need_x, need_w, need_b = ctx.needs_input_grad
+    matmul = (ctx.device._backend or ctx.device.backend).matmul
+    g = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
+    gx = ctx.wrap(matmul(g, w) if x.ndim == 2 else matmul(g, w).reshape(x.shape)) if need_x else None
+    gw = ctx.wrap(matmul(g.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))) if need_w else None
+    gb = ctx.wrap(ctx.xp.sum(g, axis=(0,))) if need_b else None
+    return gx, gw, gb
 
 
 def _linear_grads(needs, grad, x, w):
@@ -184,6 +198,8 @@ class LinearReLU(Function):
     @staticmethod
     def backward(ctx, grad):
         x, w, y = ctx.saved_tensors
+        if ctx._direct():
+            return _linear_grads_direct(ctx, grad.data * (y.data > 0), x.data, w.data)
         return _linear_grads(ctx.needs_input_grad, ReluBackward.apply(grad, y), x, w)
 
 
