@@ -103,3 +103,15 @@ def test_recording_path_still_differentiates(device):
     h.mul_(w)                             # h = 3 w^2, recorded
     h.sum().backward()
     assert_close(w.grad, np.array([6.0, 12.0], np.float32))
+
+
+@pytest.mark.gpu
+def test_updates_on_the_second_gpu_while_the_first_is_current():
+    if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (or the stand-in's two)")
+    x = ag.ones(3, device="cuda:1")
+    with ag.cuda.device(0), ag.no_grad():
+        x.mul_(0.5)
+        x.add_(ag.ones(3, device="cuda:1"), alpha=2)
+        x.copy_(x * 2)
+    assert_close(x, np.full(3, 5.0, np.float32))

@@ -47,8 +47,8 @@ def write_result(x, r, recording, op):
             raise TypeError(f"{op}: the result has dtype {r.dtype}, which cannot be stored in place in a "
                             f"tensor of dtype {x.dtype}")
         r = r.to(dtype=x.dtype)
-    xp = x.device.backend.xp
-    xp.copyto(x.data, r.data)
+    backend = x.device.backend
+    backend.call(backend.xp.copyto, x.data, r.data)          # on x's GPU, whichever is current
     counter = x.version_counter()
     counter[0] += 1
     if recording:
@@ -103,6 +103,12 @@ def _direct_operand(x, other):
     return other if type(other) in _SCALARS[kind] else None
 
 
+def _update(xp, ufunc, x, a, alpha, array):
+    if alpha != 1:
+        a = xp.multiply(a, alpha, dtype=x.dtype) if array else a * alpha
+    getattr(xp, ufunc)(x, a, out=x)
+
+
 def _direct(x, other, op, alpha=1):
     """x (op)= alpha * other in x's memory, or False when the general path must do it."""
     if not isinstance(x, Tensor) or _recording(x, (other,)):
@@ -113,12 +119,10 @@ def _direct(x, other, op, alpha=1):
         return False
     if a is None:
         return False
-    xp = x.device.backend.xp
-    if alpha != 1:
-        if type(alpha) not in _SCALARS[x.dtype.kind]:
-            return False
-        a = xp.multiply(a, alpha, dtype=x.dtype) if isinstance(other, Tensor) else a * alpha
-    getattr(xp, _DIRECT[op])(x.data, a, out=x.data)
+    if alpha != 1 and type(alpha) not in _SCALARS[x.dtype.kind]:
+        return False
+    backend = x.device.backend
+    backend.call(_update, backend.xp, _DIRECT[op], x.data, a, alpha, isinstance(other, Tensor))
     x.version_counter()[0] += 1
     return True
 
