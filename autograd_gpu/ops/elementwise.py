@@ -15,6 +15,7 @@ from ..tensor import Tensor
 from ..dtypes import scalar_result_dtype, result_type, get_default_dtype, complex_dtype
 from .shape import broadcast_shapes, broadcast_to, sum_to
 from ._util import as_tensor
+from ..backends import get_backend as _get_backend
 
 _pycomplex = complex        # the builtin: this module defines complex(real, imag)
 _SQRT_2 = math.sqrt(2.0)
@@ -121,6 +122,31 @@ def _as_pair(op):
     return scalar
 
 
+# --------------------------------------------------------------------------- Python-number operands
+_HOST = _get_backend("cpu").xp.ndarray
+_consts = {}             # (number, dtype) -> 0-d host array of that dtype
+
+
+def _host_const(a, c):
+    """c as an operand for the host float array ``a``: a cached 0-d array of a's dtype when c is a
+    nonzero Python float or int, else c itself. Same values (NumPy converts a weak Python number to
+    the array's dtype anyway), but a 0-d array operand costs NumPy half what a Python float does
+    (0.28 against 0.55 us on 16 elements), and the tiny ops of small models pay that on every call.
+    Zero is left out because 0.0 and -0.0 are one dict key; so are values beyond float16's range
+    (no dtype overflows in the conversion) and NaN."""
+    if a.__class__ is not _HOST or c.__class__ is not float and c.__class__ is not int or not c:
+        return c
+    dt = a.dtype
+    k = _consts.get((c, dt))
+    if k is None:
+        if dt.kind != "f" or not -65504.0 <= c <= 65504.0 or len(_consts) > 1024:
+            return c
+        k = _HOST((), dt)
+        k[()] = c
+        _consts[(c, dt)] = k
+    return k
+
+
 # --------------------------------------------------------------------------- binary arithmetic
 class Add(Function):
     @staticmethod
@@ -137,7 +163,8 @@ class AddScalar(Function):
 
     @staticmethod
     def forward(ctx, x, c):
-        return ctx.wrap(x.data + c)
+        a = x.data
+        return ctx.wrap(a + _host_const(a, c))
 
     @staticmethod
     def backward(ctx, grad):
@@ -195,7 +222,8 @@ class MulScalar(Function):
     @staticmethod
     def forward(ctx, x, c):
         ctx.c = c
-        return ctx.wrap(x.data * c)
+        a = x.data
+        return ctx.wrap(a * _host_const(a, c))
 
     @staticmethod
     def backward(ctx, grad):
@@ -203,7 +231,8 @@ class MulScalar(Function):
         if c.__class__ is not float and c.__class__ is not int:    # complex (maybe a typed NumPy scalar)
             c = c.conjugate()
         elif ctx._direct():
-            return ctx.wrap(grad.data * c), None
+            g = grad.data
+            return ctx.wrap(g * _host_const(g, c)), None
         return MulScalar.apply(grad, c), None
 
 
