@@ -45,6 +45,15 @@ class Function:
     __slots__ = ("xp", "device", "needs_input_grad", "_next", "_saved", "_saved_versions", "_n_out",
                  "_hooks", "_freed", "_seq", "__dict__", "__weakref__")
 
+    # True on a built-in op whose forward does array math only (no Tensor ops, no keyword arguments):
+    # apply then skips switching recording off around it. A subclass must set it again itself.
+    _array_forward = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "_array_forward" not in cls.__dict__:
+            cls._array_forward = False
+
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError("subclasses of Function must define forward(ctx, ...)")
@@ -231,15 +240,18 @@ class Function:
         ctx._hooks = None
         ctx._freed = False
         ctx._seq = _next_seq()
-        state.enabled = False
-        try:
-            if backend.context is not None:
-                with backend.context():
-                    out = cls.forward(ctx, *args, **kwargs)
-            else:
-                out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
-        finally:
-            state.enabled = True
+        if cls._array_forward and not kwargs and backend.context is None:
+            out = cls.forward(ctx, *args)          # array math only: nothing it does could be recorded
+        else:
+            state.enabled = False
+            try:
+                if backend.context is not None:
+                    with backend.context():
+                        out = cls.forward(ctx, *args, **kwargs)
+                else:
+                    out = cls.forward(ctx, *args, **kwargs) if kwargs else cls.forward(ctx, *args)
+            finally:
+                state.enabled = True
         if out.__class__ is Tensor and (out is args[0] if n == 1 else (out is args[0] or out is args[1]) if n == 2
                                         else any(out is a for a in args)):
             out = ctx._alias(out)                  # forward returned an input: its output is a new tensor
@@ -287,6 +299,17 @@ class Function:
         """Record the saved tensors' versions (None: all still 0) and store saved outputs without
         their Tensor, so output -> grad_fn -> saved -> output is no reference cycle."""
         saved = self._saved
+        if len(saved) == 1 and saved[0] is outs[0] and outs[0].grad_fn is self:
+            t = outs[0]                           # a saved output alone (exp, tanh, sigmoid): see below
+            self._saved = ((t.data, t.version_counter(), t._output_nr),)
+            self._saved_versions = None
+            return
+        for t in saved:       # the common case: inputs never written in place -> nothing to record
+            if t is not None and (t.__class__ is not Tensor or t._version is not None or t.grad_fn is self):
+                break
+        else:
+            self._saved_versions = None
+            return
         versions = None
         for i, t in enumerate(saved):
             if t is None:

@@ -149,6 +149,8 @@ def _host_const(a, c):
 
 # --------------------------------------------------------------------------- binary arithmetic
 class Add(Function):
+    _array_forward = True
+
     @staticmethod
     def forward(ctx, a, b):
         return ctx.wrap(a.data + b.data)
@@ -159,6 +161,7 @@ class Add(Function):
 
 
 class AddScalar(Function):
+    _array_forward = True
     display_name = "Add"
 
     @staticmethod
@@ -172,6 +175,8 @@ class AddScalar(Function):
 
 
 class Sub(Function):
+    _array_forward = True
+
     @staticmethod
     def forward(ctx, a, b):
         return ctx.wrap(a.data - b.data)
@@ -184,6 +189,7 @@ class Sub(Function):
 
 
 class RSubScalar(Function):
+    _array_forward = True
     display_name = "Sub"
 
     @staticmethod
@@ -196,6 +202,8 @@ class RSubScalar(Function):
 
 
 class Mul(Function):
+    _array_forward = True
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -216,6 +224,7 @@ class Mul(Function):
 
 
 class MulScalar(Function):
+    _array_forward = True
     __slots__ = ("c",)
     display_name = "Mul"
 
@@ -237,6 +246,8 @@ class MulScalar(Function):
 
 
 class Div(Function):
+    _array_forward = True
+
     @staticmethod
     def forward(ctx, a, b):
         y = ctx.wrap(a.data / b.data)
@@ -253,6 +264,7 @@ class Div(Function):
 
 
 class DivScalar(Function):
+    _array_forward = True
     __slots__ = ("c",)
     display_name = "Div"
 
@@ -593,6 +605,8 @@ def isfinite(x):
 
 # --------------------------------------------------------------------------- unary maths
 class Neg(Function):
+    _array_forward = True
+
     @staticmethod
     def forward(ctx, x):
         return ctx.wrap(-x.data)
@@ -619,6 +633,8 @@ class Abs(Function):
 
 
 class Exp(Function):
+    _array_forward = True
+
     @staticmethod
     def forward(ctx, x):
         y = ctx.wrap(ctx.xp.exp(x.data))
@@ -647,6 +663,8 @@ class Expm1(Function):
 
 
 class Log(Function):
+    _array_forward = True
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -746,6 +764,8 @@ class Tan(Function):
 
 
 class Tanh(Function):
+    _array_forward = True
+
     @staticmethod
     def forward(ctx, x):
         y = ctx.wrap(ctx.xp.tanh(x.data))
@@ -759,7 +779,7 @@ class Tanh(Function):
         if yd.dtype.kind == "c":                 # composed: TanhBackward's own backward is for real y
             return grad * conj(1.0 - y * y)
         if ctx._direct():
-            return ctx.wrap(_times_grad(1 - yd * yd, grad.data))
+            return ctx.wrap(_times_grad(_host_const(yd, 1) - yd * yd, grad.data))
         return TanhBackward.apply(grad, y)
 
 
@@ -775,6 +795,7 @@ def _times_grad(t, g):
 class TanhBackward(Function):
     """grad * (1 - y**2) as one op (PyTorch's tanh_backward): one node in backward instead of three,
     itself differentiable so create_graph works."""
+    _array_forward = True
 
     @staticmethod
     def forward(ctx, grad, y):
@@ -789,6 +810,7 @@ class TanhBackward(Function):
 
 
 class Sigmoid(Function):
+    _array_forward = True
     # fused: the backward from the saved output, y * (1 - y), stays finite where the composed
     # 1 / (1 + exp(-x)) would give inf * 0; the forward is a backend kernel (overflow-safe there)
     @staticmethod
@@ -804,12 +826,13 @@ class Sigmoid(Function):
         if yd.dtype.kind == "c":                 # composed, as Tanh's
             return grad * conj(y * (1.0 - y))
         if ctx._direct():
-            return ctx.wrap(_times_grad((1 - yd) * yd, grad.data))
+            return ctx.wrap(_times_grad((_host_const(yd, 1) - yd) * yd, grad.data))
         return SigmoidBackward.apply(grad, y)
 
 
 class SigmoidBackward(Function):
     """grad * y * (1 - y) as one differentiable op (PyTorch's sigmoid_backward)."""
+    _array_forward = True
 
     @staticmethod
     def forward(ctx, grad, y):
@@ -825,6 +848,8 @@ class SigmoidBackward(Function):
 
 
 class Relu(Function):
+    _array_forward = True
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -840,6 +865,7 @@ class Relu(Function):
 
 class ReluBackward(Function):
     """grad where x > 0, else 0, as one op; linear in grad, so its own backward is itself."""
+    _array_forward = True
 
     @staticmethod
     def forward(ctx, grad, x):
