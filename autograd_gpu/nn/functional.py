@@ -23,7 +23,7 @@ from ..ops.elementwise import (Mul, ReluBackward, Softplus, mul, where, clamp, l
 from ..ops.reduction import Sum
 from ..ops.shape import broadcast_shapes, broadcast_to, sum_to as _sum_to
 from ..ops.linalg import MatMul, matmul
-from ..ops.indexing import ScatterAddInto, IndexAddInto
+from ..ops.indexing import ScatterAddInto, IndexAddInto, _along
 from ..amp import cast_low, cast_float32
 
 __all__ = ["linear", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
@@ -729,6 +729,9 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
+        if ctx._direct():                  # LogSoftmaxBackward's forward, on arrays
+            g = grad.data
+            return ctx.wrap(g - ctx.xp.exp(y.data) * g.sum(axis=ctx.dim, keepdims=True)), None
         return LogSoftmaxBackward.apply(grad, y, ctx.dim), None
 
 
@@ -997,6 +1000,11 @@ class NllLoss(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx._direct():                  # the same on arrays: -scale * grad scattered into zeros
+            src = (grad.data * -ctx.scale).reshape(ctx.idx.shape)
+            out = ctx.xp.zeros(ctx.shape, dtype=src.dtype)
+            (ctx.device._backend or ctx.device.backend).scatter_add(out, _along(ctx.xp, ctx.idx, 1), src)
+            return ctx.wrap(out), None, None, None
         neg = ctx.wrap(-ctx.scale)
         g = Mul.apply(grad, neg) if grad.shape == neg.shape else mul(grad, neg)
         return ScatterAddInto.apply(g.reshape(ctx.idx.shape), ctx.idx, 1, ctx.shape), None, None, None
