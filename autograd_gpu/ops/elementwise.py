@@ -850,17 +850,20 @@ class SigmoidBackward(Function):
 class Relu(Function):
     _array_forward = True
 
+    # the output is saved, not the input (as PyTorch does): y > 0 exactly where x > 0, and the input of
+    # a layer's relu can then be freed at once (the next layer keeps y anyway)
     @staticmethod
     def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.wrap(ctx.xp.maximum(x.data, x.data.dtype.type(0)))
+        y = ctx.wrap(ctx.xp.maximum(x.data, x.data.dtype.type(0)))
+        ctx.save_for_backward(y)
+        return y
 
     @staticmethod
     def backward(ctx, grad):
-        x, = ctx.saved_tensors
+        y, = ctx.saved_tensors
         if ctx._direct():
-            return ctx.wrap(grad.data * (x.data > 0))
-        return ReluBackward.apply(grad, x)
+            return ctx.wrap(grad.data * (y.data > 0))
+        return ReluBackward.apply(grad, y)
 
 
 class ReluBackward(Function):
