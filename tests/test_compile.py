@@ -556,3 +556,31 @@ def test_fused_kernels_match_eager_on_large_elementwise_inputs(info):
         for t, u in zip(ts, us):
             if u.grad is not None:
                 close(t.grad, u.grad, **_tol(dtype))
+
+
+# -- adversarial review: Python values the function reads besides its arguments ----------------------
+_SCALE = 2.0
+_CFG = {"a": 1.0}
+
+
+def test_closure_and_global_python_numbers_are_not_baked_in():
+    global _SCALE
+    x = ag.tensor([1.0, 2.0])
+    c = [2.0]
+
+    def g(x):
+        return (x * _SCALE).sum() + (x * _CFG["a"]).sum() + (x * c[0]).sum()
+
+    cg = ag.compile(g)
+    for v in (2.0, 3.0, 5.0):
+        _SCALE, _CFG["a"], c[0] = v, v + 1, v + 2
+        assert float(cg(x).numpy()) == float(g(x).numpy())
+
+    scale = 2.0
+
+    def h(x):
+        return (x * scale).sum()
+
+    ch = ag.compile(h)
+    for scale in (2.0, 3.0, 4.0):
+        assert float(ch(x).numpy()) == float(h(x).numpy())

@@ -95,6 +95,7 @@ class State:
     def __init__(self):
         self.modules, self.optimizers, self.tensors = [], [], []
         self.objects = []             # plain objects whose attributes were visited (a GradScaler, a config)
+        self.values = []              # Python numbers reached (a closure's or a global's float): may be baked in
         self._seen = set()
 
     def add_tensor(self, t):
@@ -106,7 +107,13 @@ class State:
         if isinstance(obj, Tensor):
             self.add_tensor(obj)
             return
-        if isinstance(obj, _SCALARS) or isinstance(obj, (types.ModuleType, types.FunctionType, type)):
+        if isinstance(obj, _SCALARS):
+            self.values.append((obj.__class__, obj))
+            return
+        if isinstance(obj, (types.ModuleType, types.FunctionType, type)):
+            return
+        if obj.__class__.__module__ == "numpy" and getattr(obj, "ndim", 1) == 0 and hasattr(obj, "item"):
+            self.values.append((obj.__class__, obj.item()))      # a NumPy scalar
             return
         Module, Optimizer = _classes_now()
         if isinstance(obj, Module):
@@ -252,4 +259,4 @@ def signature(fn_args, fn_kwargs, n_args, st):
             _grad_state.enabled, get_default_dtype(), _global_modes(), n_args, alias,
             tuple(id(t) for t in st.tensors[n_args:]), tuple(_tensor_sig(t) for t in st.tensors),
             tuple(_scalars(m) for m in st.modules), tuple(_opt_sig(o) for o in st.optimizers),
-            tuple((id(o), _scalars(o)) for o in st.objects))
+            tuple((id(o), _scalars(o)) for o in st.objects), tuple(st.values))
