@@ -584,3 +584,42 @@ def test_closure_and_global_python_numbers_are_not_baked_in():
     ch = ag.compile(h)
     for scale in (2.0, 3.0, 4.0):
         assert float(ch(x).numpy()) == float(h(x).numpy())
+
+
+_HELPER_SCALE = 1.0
+
+
+def _helper(a):
+    return a * _HELPER_SCALE
+
+
+class _ScaledNet(nn.Module):
+    factor = 1.0
+
+    def __init__(self):
+        super().__init__()
+        self.k = (1,)
+
+    def forward(self, a):
+        return a[:self.k[0]].sum() * _HELPER_SCALE * self.factor
+
+
+def test_values_read_by_helpers_methods_and_nested_objects_are_not_baked_in():
+    global _HELPER_SCALE
+    x = ag.tensor([1.0, 2.0])
+
+    class Cfg:
+        pass
+    tr = Cfg()
+    tr.cfg = Cfg()
+    tr.cfg.s = 1.0
+    net = _ScaledNet()
+
+    def f(a):
+        return _helper(a).sum() + net(a) + (a * tr.cfg.s).sum()
+
+    cf = ag.compile(f)
+    for v in (1.0, 2.0, 3.0):
+        _HELPER_SCALE, tr.cfg.s, _ScaledNet.factor, net.k = v, v + 1, v + 2, (int(v) % 2 + 1,)
+        assert float(cf(x).numpy()) == float(f(x).numpy())
+    _HELPER_SCALE, _ScaledNet.factor = 1.0, 1.0

@@ -8,6 +8,7 @@ array) is an input of the program, and what the trace did to it (a new .grad, a 
 again on every replay.
 """
 import inspect
+import sys
 import types
 
 from ..tensor import Tensor
@@ -110,7 +111,13 @@ class State:
         if isinstance(obj, _SCALARS):
             self.values.append((obj.__class__, obj))
             return
-        if isinstance(obj, (types.ModuleType, types.FunctionType, type)):
+        if isinstance(obj, types.FunctionType):
+            if id(obj) not in self._seen and _user_code(obj):
+                self._seen.add(id(obj))          # a helper the function calls: its globals and closure count too
+                for o in roots(obj):
+                    self.visit(o)
+            return
+        if isinstance(obj, (types.ModuleType, type)):
             return
         if obj.__class__.__module__ == "numpy" and getattr(obj, "ndim", 1) == 0 and hasattr(obj, "item"):
             self.values.append((obj.__class__, obj.item()))      # a NumPy scalar
@@ -124,6 +131,7 @@ class State:
                     continue
                 seen.add(id(m))
                 self.modules.append(m)
+                self.visit_class(type(m))
                 d = m.__dict__
                 for t in d["_parameters"].values():
                     if t is not None:
@@ -151,11 +159,45 @@ class State:
         elif depth < 2 and isinstance(obj, dict):
             for x in obj.values():
                 self.visit(x, depth + 1)
-        elif depth < 1 and hasattr(obj, "__dict__") and not callable(obj) and id(obj) not in self._seen:
+        elif depth < 2 and hasattr(obj, "__dict__") and id(obj) not in self._seen and \
+                (not callable(obj) or _user_code(type(obj))):
             self._seen.add(id(obj))
             self.objects.append(obj)
+            self.visit_class(type(obj))
             for x in vars(obj).values():       # a plain object holding a model and its optimizer
                 self.visit(x, depth + 1)
+
+    def visit_class(self, cls):
+        """A user class's methods (the globals they read) and its class-level numbers."""
+        if id(cls) in self._seen:
+            return
+        self._seen.add(id(cls))
+        for k in cls.__mro__:
+            if k is object or not _user_code(k):
+                continue
+            for name, v in list(vars(k).items()):
+                if isinstance(v, (staticmethod, classmethod)):
+                    v = v.__func__
+                elif isinstance(v, property):
+                    v = v.fget
+                if isinstance(v, types.FunctionType) or (v.__class__ in _SCALAR_CLASSES and not name.startswith("__")):
+                    self.visit(v)
+
+
+_LIBRARIES = frozenset({"autograd_gpu", "numpy", "cupy", "numexpr", "torch", "scipy", "builtins"}) | \
+    frozenset(getattr(sys, "stdlib_module_names", ()))
+_user = {}
+
+
+def _user_code(obj):
+    """Whether a function or class is the user's own (not this library's, NumPy's or the standard library's):
+    only those are walked for the Python values they read."""
+    mod = getattr(obj, "__module__", None) or ""
+    r = _user.get(mod)
+    if r is None:
+        path = getattr(sys.modules.get(mod), "__file__", None) or ""
+        r = _user[mod] = mod.partition(".")[0] not in _LIBRARIES and "site-packages" not in path
+    return r
 
 
 def find_state(fn, args, kwargs):
@@ -235,7 +277,8 @@ def _opt_sig(opt):
 def _scalars(obj):
     """The Python numbers, strings and flags among an object's attributes (a dropout's p, a
     GradScaler's scale): values the traced code may have baked in."""
-    return tuple((k, v) for k, v in vars(obj).items() if v.__class__ in _SCALAR_CLASSES)
+    return tuple((k, v) for k, v in vars(obj).items() if v.__class__ in _SCALAR_CLASSES or
+                 (v.__class__ is tuple and all(x.__class__ in _SCALAR_CLASSES for x in v)))
 
 
 _SCALAR_CLASSES = frozenset({int, float, bool, str, complex, type(None)})
