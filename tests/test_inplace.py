@@ -105,6 +105,17 @@ def test_recording_path_still_differentiates(device):
     assert_close(w.grad, np.array([6.0, 12.0], np.float32))
 
 
+@pytest.mark.parametrize("op,sign", [("add_", 1.0), ("sub_", -1.0)])
+def test_number_operand_with_alpha_while_recording(op, sign, device):
+    # the direct path (nothing recorded) took x.add_(2, alpha=3); the recorded path must too
+    w = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    h = w * 1
+    getattr(h, op)(2, alpha=3)
+    assert_close(h, np.array([1.0, 2.0], np.float32) + sign * 6.0)
+    h.sum().backward()
+    assert_close(w.grad, np.ones(2, np.float32))
+
+
 @pytest.mark.gpu
 def test_updates_on_the_second_gpu_while_the_first_is_current():
     if not ag.cuda.is_available() or ag.cuda.device_count() < 2:

@@ -131,15 +131,25 @@ def add_(x, other, alpha=1):
     """x += alpha * other, in place."""
     if _direct(x, other, "add_", alpha):
         return x
-    from .elementwise import add, mul
-    return apply_inplace(x, lambda a, b: add(a, b if alpha == 1 else mul(b, alpha)), "add_", other)
+    from .elementwise import add
+    return apply_inplace(x, lambda a, b: add(a, _scaled(b, alpha)), "add_", other)
 
 
 def sub_(x, other, alpha=1):
     if _direct(x, other, "sub_", alpha):
         return x
-    from .elementwise import sub, mul
-    return apply_inplace(x, lambda a, b: sub(a, b if alpha == 1 else mul(b, alpha)), "sub_", other)
+    from .elementwise import sub
+    return apply_inplace(x, lambda a, b: sub(a, _scaled(b, alpha)), "sub_", other)
+
+
+def _scaled(b, alpha):
+    """alpha * b for add_/sub_; a number operand is scaled as a number (mul needs a Tensor)."""
+    if alpha == 1:
+        return b
+    if not isinstance(b, Tensor):
+        return b * alpha
+    from .elementwise import mul
+    return mul(b, alpha)
 
 
 def mul_(x, other):
