@@ -623,3 +623,25 @@ def test_values_read_by_helpers_methods_and_nested_objects_are_not_baked_in():
         _HELPER_SCALE, tr.cfg.s, _ScaledNet.factor, net.k = v, v + 1, v + 2, (int(v) % 2 + 1,)
         assert float(cf(x).numpy()) == float(f(x).numpy())
     _HELPER_SCALE, _ScaledNet.factor = 1.0, 1.0
+
+
+def test_a_hook_added_between_calls_retraces():
+    def make():
+        t = ag.tensor([1.0, 2.0], requires_grad=True)
+
+        def f():
+            t.grad = None
+            (t * t).sum().backward()
+            return t.grad
+        return t, f
+    t1, f1 = make()
+    t2, f2 = make()
+    c2 = ag.compile(f2)
+    for t in (t1, t2):
+        t.register_hook(lambda g: g * 3)
+    for _ in range(2):
+        close(c2(), f1())
+    for t in (t1, t2):
+        t.register_hook(lambda g: g * 5)
+    for _ in range(2):
+        close(c2(), f1())

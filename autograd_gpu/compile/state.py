@@ -103,6 +103,9 @@ class State:
         if id(t) not in self._seen:
             self._seen.add(id(t))
             self.tensors.append(t)
+            if t._hooks or t._post_acc_hooks:
+                for h in [*(t._hooks or ()), *(t._post_acc_hooks or ())]:
+                    self.visit(h)                # the values a hook reads count too
 
     def visit(self, obj, depth=0):
         if isinstance(obj, Tensor):
@@ -257,7 +260,12 @@ def _tensor_sig(t):
     return (d.shape, d.dtype.str, t.device, t.requires_grad, _layout(d), t.grad_fn is None,
             None if g is None else (g.data.shape, g.data.dtype.str, g.requires_grad, _layout(g.data),
                                     id(g.data) == id(d)),
-            bool(t._hooks or t._post_acc_hooks))
+            _hook_ids(t._hooks), _hook_ids(t._post_acc_hooks))
+
+
+def _hook_ids(hooks):
+    """Which hooks a tensor has (not just whether it has one): a hook added between calls retraces."""
+    return tuple(id(h) for h in hooks) if hooks else ()
 
 
 def _opt_sig(opt):
