@@ -645,3 +645,12 @@ def test_a_hook_added_between_calls_retraces():
         t.register_hook(lambda g: g * 5)
     for _ in range(2):
         close(c2(), f1())
+
+
+def test_compile_warnings_point_at_the_callers_line():
+    def f(a):
+        return a * 2                              # requires grad, no backward inside: runs eagerly
+    cf = ag.compile(f)
+    with pytest.warns(RuntimeWarning) as rec:
+        cf(ag.ones(2, requires_grad=True))
+    assert rec[0].filename == __file__

@@ -9,6 +9,7 @@ actions. A failed guard traces again; a function that cannot be traced, or whose
 runs eagerly for that signature with one warning.
 """
 import functools
+import sys
 import warnings
 from collections import OrderedDict
 
@@ -109,7 +110,10 @@ class CompiledFunction:
         if msg not in self._warned:
             self._warned.add(msg)
             name = getattr(self.fn, "__qualname__", repr(self.fn))
-            warnings.warn(f"ag.compile({name}): {msg}", RuntimeWarning, stacklevel=3)
+            f, level = sys._getframe(0), 1          # the first frame outside this file: the caller's line
+            while f is not None and f.f_code.co_filename == __file__:
+                f, level = f.f_back, level + 1
+            warnings.warn(f"ag.compile({name}): {msg}", RuntimeWarning, stacklevel=level)
 
     # -- tracing ------------------------------------------------------------------------------------
     def _trace(self, sig, st, n_args, args, kwargs):
