@@ -654,3 +654,33 @@ def test_compile_warnings_point_at_the_callers_line():
     with pytest.warns(RuntimeWarning) as rec:
         cf(ag.ones(2, requires_grad=True))
     assert rec[0].filename == __file__
+
+
+_TABLE = np.ones(2, np.float32)
+
+
+def test_numpy_arrays_read_by_the_function_are_not_baked_in():
+    global _TABLE
+    x = ag.tensor([1.0, 2.0])
+
+    def f(a, w):
+        return (a * ag.tensor(w)).sum() + (a * ag.tensor(_TABLE)).sum()
+
+    cf = ag.compile(f)
+    w = np.ones(2, np.float32)
+    for v in (1.0, 2.0, 3.0):
+        w[...] = v                                  # changed in place
+        _TABLE[...] = v + 1
+        assert float(cf(x, w).numpy()) == float(f(x, w).numpy())
+    for v in (4.0, 5.0):
+        _TABLE = np.full(2, v, np.float32)          # rebound
+        w2 = np.full(2, v + 1, np.float32)          # a new array each call (its id may be reused)
+        assert float(cf(x, w2).numpy()) == float(f(x, w2).numpy())
+    big = np.ones(100_000, np.float32)              # too big to compare each call: runs eagerly, says so
+    xb = ag.ones(100_000)
+    cg = ag.compile(lambda a, w: (a * ag.tensor(w)).sum())
+    with pytest.warns(RuntimeWarning, match="array"):
+        cg(xb, big)
+    big[...] = 2.0
+    assert float(cg(xb, big).numpy()) == 200_000.0
+    _TABLE = np.ones(2, np.float32)

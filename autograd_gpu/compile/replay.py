@@ -78,6 +78,10 @@ class CompiledFunction:
         if active() is not None:                 # called while another compiled function traces: inline
             return self.fn(*args, **kwargs)
         n_args, st = find_state(self.fn, args, kwargs)
+        if st.refuse is not None:
+            self._warn(f"{st.refuse}; these calls run eagerly")
+            self.stats["eager"] += 1
+            return self.fn(*args, **kwargs)
         sig = signature(args, kwargs, n_args, st)
         entry = self._cache.get(sig)
         if entry is _EAGER:

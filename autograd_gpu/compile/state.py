@@ -12,11 +12,13 @@ import sys
 import types
 
 from ..tensor import Tensor
+from .. import backends as _backends
 from ..autograd.grad_mode import state as _grad_state
 from ..dtypes import get_default_dtype
 
 __all__ = ["find_state", "signature", "Binding"]
 
+MAX_ARRAY_KEY = 4096     # raw arrays up to this size are compared by value on each call; bigger ones run eagerly
 _SCALARS = (int, float, complex, bool, str, bytes, type(None))
 
 
@@ -97,6 +99,7 @@ class State:
         self.modules, self.optimizers, self.tensors = [], [], []
         self.objects = []             # plain objects whose attributes were visited (a GradScaler, a config)
         self.values = []              # Python numbers reached (a closure's or a global's float): may be baked in
+        self.refuse = None            # why the call cannot be compiled safely (a big raw array), else None
         self._seen = set()
 
     def add_tensor(self, t):
@@ -121,6 +124,14 @@ class State:
                     self.visit(o)
             return
         if isinstance(obj, (types.ModuleType, type)):
+            return
+        if _backends.is_array(obj):
+            # a raw NumPy/CuPy array (not a Tensor) is a constant of the program: its contents key the call
+            if obj.size <= MAX_ARRAY_KEY:
+                self.values.append((obj.shape, obj.dtype.str, _backends.to_numpy(obj).tobytes()))
+            elif self.refuse is None:
+                self.refuse = (f"it reads a {obj.__class__.__name__} of {obj.size} elements that is not a Tensor "
+                               "(it would be a constant of the program; pass ag.tensor(...) instead)")
             return
         if obj.__class__.__module__ == "numpy" and getattr(obj, "ndim", 1) == 0 and hasattr(obj, "item"):
             self.values.append((obj.__class__, obj.item()))      # a NumPy scalar
