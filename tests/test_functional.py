@@ -73,6 +73,26 @@ def test_cross_entropy_gradient_is_softmax_minus_target(device):
     np.testing.assert_allclose(x.grad.numpy(), p - np.eye(4)[t], rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("weight", [False, True])
+def test_cross_entropy_on_the_second_gpu_while_the_first_is_current(weight):
+    if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (or the stand-in's two)")
+    rng = np.random.default_rng(2)
+    x0, t0 = rng.standard_normal((3, 4)), np.array([1, 0, 3])
+    w0 = rng.random(4) + 0.5 if weight else None
+    grads = []
+    for device in ("cpu", "cuda:1"):
+        x = _t(x0, device, requires_grad=True)
+        w = _t(w0, device) if weight else None
+        with ag.cuda.device(0):
+            loss = F.cross_entropy(x, _t(t0, device), weight=w, ignore_index=0)
+            loss.backward()
+        grads.append((loss.item(), x.grad.numpy()))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-10)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-10, atol=1e-12)
+
+
 def test_cross_entropy_spatial_targets_match_flattened(device):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)

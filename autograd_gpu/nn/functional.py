@@ -1005,7 +1005,7 @@ class NllLoss(Function):
             out = ctx.xp.zeros(ctx.shape, dtype=src.dtype)
             (ctx.device._backend or ctx.device.backend).scatter_add(out, _along(ctx.xp, ctx.idx, 1), src)
             return ctx.wrap(out), None, None, None
-        neg = ctx.wrap(-ctx.scale)
+        neg = ctx.wrap((ctx.device._backend or ctx.device.backend).call(ctx.xp.negative, ctx.scale))  # on its GPU
         g = Mul.apply(grad, neg) if grad.shape == neg.shape else mul(grad, neg)
         return ScatterAddInto.apply(g.reshape(ctx.idx.shape), ctx.idx, 1, ctx.shape), None, None, None
 
@@ -1032,14 +1032,19 @@ def _nll(logp, target, weight, ignore_index, reduction, op):
     """(loss, valid mask array, safe targets) for log-probabilities (N, C, d...) and targets (N, d...)."""
     if getattr(target, "_blevels", None) is not None:   # inside vmap: the target's values stay on the batch
         return _nll_one_hot(logp, target, weight, ignore_index, reduction, op), None, None
-    xp = logp.device.backend.xp
+    backend = logp.device.backend              # array work outside Function.apply: on logp's GPU
+    valid, safe, coef = backend.call(_nll_arrays, backend, logp, target, weight, ignore_index, op)
+    return NllLoss.apply(logp, safe[:, None], coef, reduction), valid, safe
+
+
+def _nll_arrays(backend, logp, target, weight, ignore_index, op):
     c = logp.shape[1]
     t = target.data
     valid = t != ignore_index
-    safe = xp.where(valid, t, 0)
-    _check_range(logp.device.backend, safe, c, op, "target", f" for {c} classes (ignore_index={ignore_index})")
+    safe = backend.xp.where(valid, t, 0)
+    _check_range(backend, safe, c, op, "target", f" for {c} classes (ignore_index={ignore_index})")
     coef = valid.astype(logp.dtype) if weight is None else weight.data.astype(logp.dtype)[safe] * valid
-    return NllLoss.apply(logp, safe[:, None], coef, reduction), valid, safe
+    return valid, safe, coef
 
 
 def _nll_one_hot(logp, target, weight, ignore_index, reduction, op):
