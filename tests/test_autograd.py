@@ -392,3 +392,20 @@ def test_clamp_with_tensor_bounds_passes_the_gradient_at_the_boundary():
     y.sum().backward()
     assert y.tolist() == [1.0, 1.0, 2.0]
     assert x.grad.tolist() == [0.0, 1.0, 1.0] and lo.grad.tolist() == [1.0, 0.0, 0.0]
+
+
+@pytest.mark.gpu
+def test_backward_on_the_second_gpu_while_the_first_is_current():
+    # gradients summed in the engine (a node or a leaf reached twice, .grad accumulated) on cuda:1
+    if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (or the stand-in's two)")
+    x0 = np.array([0.5, -1.0, 2.0])
+    grads = []
+    for device in ("cpu", "cuda:1"):
+        x = ag.tensor(x0, device=device, requires_grad=True)
+        with ag.cuda.device(0):
+            for _ in range(2):
+                h = x.tanh()
+                (h * h + x * 3).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)

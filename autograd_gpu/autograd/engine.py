@@ -257,7 +257,7 @@ def _finish_leaf(t, g, given, create_graph, owned=True):
     elif create_graph or cur.requires_grad:
         t.grad = cur + g
     else:
-        cur.data += g.data
+        _add_into(cur.data, g)
         cur._bump_version()
     for fn in post or ():
         fn(t)
@@ -337,7 +337,24 @@ def _add_grads(a, b):
 
 def _add_arrays(a, b):
     """Sum two gradients on their arrays: nothing is recorded, so skip the op machinery."""
-    return a._make(a.data + b.data, a.device)
+    d = a.device
+    backend = d._backend or d.backend
+    if backend.context is None:
+        return a._make(a.data + b.data, d)
+    return a._make(backend.call(_plus, a.data, b.data), d)     # on a's GPU, whichever is current
+
+
+def _plus(a, b):
+    return a + b
+
+
+def _add_into(acc, g):
+    """acc += g.data, on g's GPU whichever is current."""
+    backend = g.device._backend or g.device.backend
+    if backend.context is None:
+        acc += g.data
+    else:
+        backend.call(backend.xp.add, acc, g.data, out=acc)
 
 
 def _add_leaf(leaf, t, g, add=_add_grads):
@@ -351,8 +368,7 @@ def _add_leaf(leaf, t, g, add=_add_grads):
     if add is _add_arrays:
         # no graph to record: sum into an array this backward owns, in place after the first time
         if entry[2]:
-            acc = entry[1].data
-            acc += g.data
+            _add_into(entry[1].data, g)
         else:
             entry[1] = _add_arrays(entry[1], g)
             entry[2] = True
