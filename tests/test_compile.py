@@ -684,3 +684,31 @@ def test_numpy_arrays_read_by_the_function_are_not_baked_in():
     big[...] = 2.0
     assert float(cg(xb, big).numpy()) == 200_000.0
     _TABLE = np.ones(2, np.float32)
+
+
+def test_plain_module_attributes_and_mutable_defaults_are_not_baked_in():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.s = ag.tensor([1.0, 1.0])           # not a parameter or buffer
+            self.arr = np.ones(2, np.float32)
+            self.lst = [1.0]
+
+        def forward(self, a):
+            return (a * self.s * ag.tensor(self.arr) * self.lst[0]).sum()
+    m = M()
+    x = ag.tensor([1.0, 2.0])
+
+    def f(a, w=[1.0]):
+        with ag.no_grad():
+            return m(a) * w[0]
+    cf = ag.compile(f)
+    close(cf(x), f(x))
+    m.s = ag.tensor([2.0, 2.0])
+    close(cf(x), f(x))
+    m.arr = np.full(2, 3.0, np.float32)
+    close(cf(x), f(x))
+    m.lst[0] = 5.0
+    close(cf(x), f(x))
+    f.__defaults__[0][0] = 3.0
+    close(cf(x), f(x))

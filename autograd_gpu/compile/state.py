@@ -74,6 +74,8 @@ def roots(fn):
     code = getattr(f, "__code__", None)
     if code is None:
         return objs
+    objs.extend(getattr(f, "__defaults__", None) or ())
+    objs.extend((getattr(f, "__kwdefaults__", None) or {}).values())
     for cell in getattr(f, "__closure__", None) or ():
         try:
             objs.append(cell.cell_contents)
@@ -125,17 +127,6 @@ class State:
             return
         if isinstance(obj, (types.ModuleType, type)):
             return
-        if _backends.is_array(obj):
-            # a raw NumPy/CuPy array (not a Tensor) is a constant of the program: its contents key the call
-            if obj.size <= MAX_ARRAY_KEY:
-                self.values.append((obj.shape, obj.dtype.str, _backends.to_numpy(obj).tobytes()))
-            elif self.refuse is None:
-                self.refuse = (f"it reads a {obj.__class__.__name__} of {obj.size} elements that is not a Tensor "
-                               "(it would be a constant of the program; pass ag.tensor(...) instead)")
-            return
-        if obj.__class__.__module__ == "numpy" and getattr(obj, "ndim", 1) == 0 and hasattr(obj, "item"):
-            self.values.append((obj.__class__, obj.item()))      # a NumPy scalar
-            return
         Module, Optimizer = _classes_now()
         if isinstance(obj, Module):
             stack, seen = [obj], self._seen
@@ -153,6 +144,14 @@ class State:
                 for t in d["_buffers"].values():
                     if t is not None:
                         self.add_tensor(t)
+                mods = d["_modules"]
+                for k, v in d.items():           # plain attributes: a tensor, an array, a list of numbers
+                    if v.__class__ in _SCALAR_CLASSES or k in _MODULE_SLOTS or k in mods:
+                        continue
+                    if isinstance(v, Tensor):
+                        self.add_tensor(v)
+                    else:
+                        self.visit(v, 1)
                 stack.extend(c for c in reversed(d["_modules"].values()) if c is not None)
             return
         if isinstance(obj, Optimizer):
@@ -173,6 +172,12 @@ class State:
         elif depth < 2 and isinstance(obj, dict):
             for x in obj.values():
                 self.visit(x, depth + 1)
+        elif obj.__class__ in _SETS:
+            pass
+        elif _backends.is_array(obj):
+            self.visit_array(obj)
+        elif obj.__class__.__module__ == "numpy" and getattr(obj, "ndim", 1) == 0 and hasattr(obj, "item"):
+            self.values.append((obj.__class__, obj.item()))      # a NumPy scalar
         elif depth < 2 and hasattr(obj, "__dict__") and id(obj) not in self._seen and \
                 (not callable(obj) or _user_code(type(obj))):
             self._seen.add(id(obj))
@@ -181,14 +186,23 @@ class State:
             for x in vars(obj).values():       # a plain object holding a model and its optimizer
                 self.visit(x, depth + 1)
 
+    def visit_array(self, obj):
+        """A raw NumPy/CuPy array (not a Tensor) is a constant of the program: its contents key the call."""
+        if obj.size <= MAX_ARRAY_KEY:
+            self.values.append((obj.shape, obj.dtype.str, _backends.to_numpy(obj).tobytes()))
+        elif self.refuse is None:
+            self.refuse = (f"it reads a {obj.__class__.__name__} of {obj.size} elements that is not a Tensor "
+                           "(it would be a constant of the program; pass ag.tensor(...) instead)")
+
     def visit_class(self, cls):
         """A user class's methods (the globals they read) and its class-level numbers."""
-        if id(cls) in self._seen:
+        user = _user_classes.get(cls)
+        if user is None:
+            user = _user_classes[cls] = tuple(k for k in cls.__mro__ if k is not object and _user_code(k))
+        if not user or id(cls) in self._seen:
             return
         self._seen.add(id(cls))
-        for k in cls.__mro__:
-            if k is object or not _user_code(k):
-                continue
+        for k in user:
             for name, v in list(vars(k).items()):
                 if isinstance(v, (staticmethod, classmethod)):
                     v = v.__func__
@@ -198,9 +212,12 @@ class State:
                     self.visit(v)
 
 
+_MODULE_SLOTS = frozenset({"_parameters", "_buffers", "_modules", "_non_persistent_buffers"})
+_SETS = frozenset({set, frozenset})
 _LIBRARIES = frozenset({"autograd_gpu", "numpy", "cupy", "numexpr", "torch", "scipy", "builtins"}) | \
     frozenset(getattr(sys, "stdlib_module_names", ()))
 _user = {}
+_user_classes = {}     # class -> the user classes in its MRO (none for the library's modules)
 
 
 def _user_code(obj):
