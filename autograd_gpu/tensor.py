@@ -344,8 +344,9 @@ class Tensor:
         return _ops_misc.clone(self)
 
     def _copy(self):
-        """A fresh copy of the data, outside the graph."""
-        return Tensor._make(self.data.copy(), self.device)
+        """A fresh copy of the data, outside the graph (on its own GPU: CuPy copies to the current one)."""
+        b = self.device.backend
+        return Tensor._make(b.call(self.data.copy), self.device)
 
     def _ones_like(self):
         b = self.device.backend

@@ -409,3 +409,19 @@ def test_backward_on_the_second_gpu_while_the_first_is_current():
                 (h * h + x * 3).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+
+
+@pytest.mark.gpu
+def test_retain_grad_on_the_second_gpu_while_the_first_is_current():
+    # the retained gradient is a copy: it must be made on the tensor's GPU (CuPy copies to the current one)
+    if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (or the stand-in's two)")
+    x = ag.tensor([0.5, -1.0], device="cuda:1", requires_grad=True)
+    with ag.cuda.device(0):
+        h = x * 2
+        h.retain_grad()
+        y = (h * h).sum()
+        y.backward(retain_graph=True)
+        y.backward()
+        assert h.grad.data.device.id == 1
+        np.testing.assert_allclose(h.grad.numpy(), 2 * 2 * np.array([1.0, -2.0]), rtol=1e-6)

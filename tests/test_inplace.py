@@ -126,3 +126,15 @@ def test_updates_on_the_second_gpu_while_the_first_is_current():
         x.add_(ag.ones(3, device="cuda:1"), alpha=2)
         x.copy_(x * 2)
     assert_close(x, np.full(3, 5.0, np.float32))
+
+
+@pytest.mark.gpu
+def test_recorded_update_on_the_second_gpu_while_the_first_is_current():
+    if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (or the stand-in's two)")
+    w = ag.tensor([1.0, 2.0], device="cuda:1", requires_grad=True)
+    with ag.cuda.device(0):
+        h = w * 3
+        h.mul_(w)                         # recorded: the old h is snapshot first
+        h.sum().backward()
+    assert_close(w.grad, np.array([6.0, 12.0], np.float32))

@@ -29,7 +29,7 @@ def check_inplace(x, recording, op):
 
 def snapshot(x):
     """A copy of x's data that stands where x stands in the graph (the value before the edit)."""
-    s = Tensor._make(x.data.copy(), x.device)
+    s = Tensor._make(x.device.backend.call(x.data.copy), x.device)    # on x's GPU, whichever is current
     s.requires_grad = x.requires_grad
     s.grad_fn = x.grad_fn
     if x.grad_fn is not None:
