@@ -40,3 +40,14 @@ def test_detect_anomaly_as_decorator_and_nodes_keep_no_trace_when_off():
     assert "_trace" in y.grad_fn.__dict__
     z = ag.tensor([1.0], requires_grad=True) * 2
     assert "_trace" not in z.grad_fn.__dict__
+
+
+@pytest.mark.gpu
+def test_anomaly_check_on_the_second_gpu_while_the_first_is_current():
+    if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (or the stand-in's two)")
+    x = ag.tensor([0.0, 1.0], device="cuda:1", requires_grad=True)
+    with ag.cuda.device(0), ag.autograd.detect_anomaly():
+        (x * x).sum().backward()               # finite: checked, no error
+        with pytest.raises(RuntimeError, match="Sqrt backward returned inf"):
+            ag.sqrt(x).sum().backward()

@@ -56,6 +56,14 @@ def user_frame(stack):
     return stack[-1] if stack else None
 
 
+def _all_finite(xp, a):
+    return xp.isfinite(a).all()
+
+
+def _any_nan(xp, a):
+    return xp.isnan(a).any()
+
+
 def check_gradients(node, grads):
     """Raise RuntimeError if a gradient that node's backward returned holds NaN or Inf."""
     for i, g in enumerate(grads):
@@ -63,8 +71,9 @@ def check_gradients(node, grads):
             continue
         xp = node.xp
         backend = node.device.backend
-        if not backend.read_back(xp.isfinite(g.data).all(), "detect_anomaly's finiteness check"):
-            kind = "nan" if backend.read_back(xp.isnan(g.data).any(), "detect_anomaly") else "inf"
+        # on g's GPU whichever is current
+        if not backend.read_back(backend.call(_all_finite, xp, g.data), "detect_anomaly's finiteness check"):
+            kind = "nan" if backend.read_back(backend.call(_any_nan, xp, g.data), "detect_anomaly") else "inf"
             where = ""
             trace = node.__dict__.get("_trace")
             if trace:
