@@ -409,10 +409,10 @@ class Tensor:
             if self.grad_fn is not None:
                 raise RuntimeError("deepcopy: only leaf tensors can be deep-copied (a non-leaf's graph is not "
                                    "copied); use .detach().clone() or copy a leaf")
-            t = memo[id(self)] = type(self)._make(self.data.copy(), self.device)
+            t = memo[id(self)] = type(self)._make(self._copy().data, self.device)    # on its own GPU
             t.requires_grad = self.requires_grad
             if self.grad is not None:
-                t.grad = Tensor._make(self.grad.data.copy(), self.device)
+                t.grad = self.grad._copy()
         return t
 
 

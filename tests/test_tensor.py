@@ -201,6 +201,19 @@ def test_deepcopy_copies_leaves_with_their_grad_and_keeps_sharing():
         copy.deepcopy(x * 2)
 
 
+@pytest.mark.gpu
+def test_deepcopy_on_the_second_gpu_while_the_first_is_current():
+    import copy
+    if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (or the stand-in's two)")
+    x = ag.tensor([1.0, 2.0], device="cuda:1", requires_grad=True)
+    (x * 2).sum().backward()
+    with ag.cuda.device(0):
+        y = copy.deepcopy(x)
+        assert y.data.device.id == 1 and y.grad.data.device.id == 1
+        assert (y + y).tolist() == [2.0, 4.0] and (y.grad + y.grad).tolist() == [4.0, 4.0]
+
+
 @pytest.mark.parametrize("value", [np.float16(0.3), np.float32(0.3), np.float64(0.3), np.int8(3),
                                    np.int32(3), np.int64(3), np.uint8(3), np.bool_(True)],
                          ids=lambda v: type(v).__name__)
