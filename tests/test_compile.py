@@ -712,3 +712,19 @@ def test_plain_module_attributes_and_mutable_defaults_are_not_baked_in():
     close(cf(x), f(x))
     f.__defaults__[0][0] = 3.0
     close(cf(x), f(x))
+
+
+def test_a_failed_guard_does_not_draw_random_numbers_twice():
+    drop = nn.Dropout(0.5)
+
+    def f(x):
+        y = drop(x)
+        return y * 2 if x.sum().item() > 0 else y * 3
+    cf = ag.compile(f)
+    xs = [ag.ones(16), ag.ones(16), -ag.ones(16), -ag.ones(16), ag.ones(16)]
+    ag.manual_seed(1)
+    want = [f(x).numpy() for x in xs]
+    ag.manual_seed(1)
+    got = [cf(x).numpy() for x in xs]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

@@ -28,11 +28,12 @@ MAX_RETRACES = 8         # guard failures per signature before it runs eagerly
 
 class _Entry:
     """One signature's program and what to do around it."""
-    __slots__ = ("program", "inputs", "actions", "outputs", "guard_fails")
+    __slots__ = ("program", "inputs", "actions", "outputs", "guard_fails", "rng")
 
-    def __init__(self, program, inputs, actions, outputs):
+    def __init__(self, program, inputs, actions, outputs, rng=()):
         self.program, self.inputs, self.actions, self.outputs = program, inputs, actions, outputs
         self.guard_fails = 0
+        self.rng = rng          # the backends whose generators the program draws from
 
 
 class CompiledFunction:
@@ -89,11 +90,14 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         if entry is not None:
             self._cache.move_to_end(sig)
+            rng = [(b, b.get_rng_state()) for b in entry.rng]
             try:
                 out = self._replay(entry, st)
                 self.stats["replays"] += 1
                 return out
             except GuardFailed as e:
+                for b, state in rng:             # the trace (or eager call) that follows draws them again
+                    b.set_rng_state(state)
                 self.stats["guard_failures"] += 1
                 n = self._retraces[sig] = self._retraces.get(sig, 0) + 1
                 if n >= MAX_RETRACES:
@@ -208,7 +212,7 @@ class CompiledFunction:
         program = build_program(tr.steps, [v for v, _, _ in inputs], finals, tr.values, tr.backend_of, fuser)
         if hasattr(fuser, "finish"):             # the CUDA fuser: kernel counts, graph capture
             program = fuser.finish(program, self.stats)
-        return _Entry(program, [(i, kind) for _, i, kind in inputs], actions, outputs)
+        return _Entry(program, [(i, kind) for _, i, kind in inputs], actions, outputs, _rng_backends(tr.steps))
 
     def _value(self, v, holders, final):
         if isinstance(v, Tensor):
@@ -361,6 +365,24 @@ def _real_out(out):
     elif isinstance(out, dict):
         for o in out.values():
             _real_out(o)
+
+
+_RANDOM = frozenset({"rand", "randn", "randint", "permutation"})
+
+
+def _rng_backends(steps):
+    """The backends whose random kernels the steps call (their generator state is restored when a replay is
+    abandoned at a failed guard, so the retrace draws the numbers eager mode would)."""
+    if not any(s.kind == "guard" or s.shape_guard is not None for s in steps):
+        return ()                                # no guard: a replay is never abandoned
+    out = []
+    for s in steps:
+        owner = getattr(s.fn, "__self__", None)
+        # only the host generator: CuPy's get_rng_state forks the generator, which eager mode never does
+        if getattr(s.fn, "__name__", "") in _RANDOM and getattr(getattr(owner, "device", None), "type", None) == "cpu" and \
+                hasattr(owner, "get_rng_state") and owner not in out:
+            out.append(owner)
+    return tuple(out)
 
 
 def _first_backend(tr):
