@@ -18,7 +18,7 @@ from .. import backends as _backends
 from ..backends.fusers import get_fuser
 from .tracer import Tracer, Traced, Untraceable, tracing, active
 from .program import build_program, GuardFailed
-from .state import find_state, signature, bindings
+from .state import find_state, signature, bindings, shares_memory
 
 __all__ = ["compile", "CompiledFunction"]
 
@@ -136,6 +136,7 @@ class CompiledFunction:
         tr = Tracer()
         holders = st.tensors
         binds = bindings(st)
+        overlap = shares_memory(holders)             # before the trace: the real arrays
         out = None
         entry, reason = _EAGER, "the trace did not finish"
         with tracing(tr):
@@ -147,7 +148,7 @@ class CompiledFunction:
                     reason = tr.failed
                 else:
                     try:
-                        entry = self._build(tr, st, holders, binds, before, inputs, out)
+                        entry = self._build(tr, st, holders, binds, before, inputs, out, overlap)
                     except Untraceable as e:
                         reason = str(e)
             finally:
@@ -162,7 +163,7 @@ class CompiledFunction:
         self._store(sig, entry)
         return out
 
-    def _build(self, tr, st, holders, binds, before, inputs, out):
+    def _build(self, tr, st, holders, binds, before, inputs, out, overlap):
         finals, actions = [], []
 
         def final(h):
@@ -207,6 +208,8 @@ class CompiledFunction:
             ran_backward = True                      # gradients accumulated in place
         outputs = self._outputs(out, holders, final, ran_backward)
         fuser = get_fuser(_first_backend(tr)) if self.fuse else None
+        if fuser is not None and overlap and written & {v for v, _, _ in inputs}:
+            fuser = None            # inputs that overlap and are written: fusing may move a read past a write
         if hasattr(fuser, "cuda_graphs"):
             fuser.cuda_graphs = self.cuda_graphs
         program = build_program(tr.steps, [v for v, _, _ in inputs], finals, tr.values, tr.backend_of, fuser)

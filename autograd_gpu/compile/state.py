@@ -262,6 +262,23 @@ def bindings(st):
     return out
 
 
+def memory_owner(a):
+    """The array that owns ``a``'s memory (views of one array share it)."""
+    b = getattr(a, "base", None)
+    return a if b is None else b
+
+
+def shares_memory(tensors):
+    """Whether two of the tensors (or their gradients) use the same memory through different arrays: the
+    tracer gives them different value numbers, so it cannot see that writing one changes the other."""
+    arrays = {}
+    for t in tensors:
+        for a in (t.data, None if t._grad is None else t._grad.data):
+            if a is not None:
+                arrays[id(a)] = a
+    return len({id(memory_owner(a)) for a in arrays.values()}) < len(arrays)
+
+
 def _arg_sig(x, depth=0):
     if isinstance(x, Tensor):
         d = x.data
@@ -332,8 +349,9 @@ def _global_modes():
 
 def signature(fn_args, fn_kwargs, n_args, st):
     """Everything the trace may depend on besides the values in the arrays."""
-    datas = {}
+    datas, bases = {}, {}
     alias = tuple(datas.setdefault(id(t.data), i) for i, t in enumerate(st.tensors))
+    alias = (alias, tuple(bases.setdefault(id(memory_owner(t.data)), i) for i, t in enumerate(st.tensors)))
     return (tuple(_arg_sig(a) for a in fn_args), tuple((k, _arg_sig(v)) for k, v in fn_kwargs.items()),
             _grad_state.enabled, get_default_dtype(), _global_modes(), n_args, alias,
             tuple(id(t) for t in st.tensors[n_args:]), tuple(_tensor_sig(t) for t in st.tensors),
