@@ -745,3 +745,14 @@ def test_overlapping_views_written_in_place_are_not_fused_past_the_write():
     want = f(base1[:n], base1[1:])
     close(cf(base2[:n], base2[1:]), want)
     close(base2, base1)
+
+
+def test_value_arguments_made_for_each_call_are_keyed_by_value():
+    from fractions import Fraction
+    x = ag.tensor(np.arange(10.0, dtype=np.float32))
+
+    def f(a, r, q):
+        return a[list(r)].sum() * float(q)
+    cf = ag.compile(f)
+    got = [float(cf(x, range(k), Fraction(k, 2)).numpy()) for k in (2, 3, 4)]   # ids of dead ones reused
+    assert got == [float(f(x, range(k), Fraction(k, 2)).numpy()) for k in (2, 3, 4)]

@@ -178,6 +178,8 @@ class State:
             self.visit_array(obj)
         elif obj.__class__.__module__ == "numpy" and getattr(obj, "ndim", 1) == 0 and hasattr(obj, "item"):
             self.values.append((obj.__class__, obj.item()))      # a NumPy scalar
+        elif _value_like(obj):
+            self.values.append((obj.__class__, obj))
         elif depth < 2 and hasattr(obj, "__dict__") and id(obj) not in self._seen and \
                 (not callable(obj) or _user_code(type(obj))):
             self._seen.add(id(obj))
@@ -291,7 +293,23 @@ def _arg_sig(x, depth=0):
         return (dict,) + tuple((k, _arg_sig(v, depth + 1)) for k, v in x.items())
     if x.__class__.__module__ == "numpy" and hasattr(x, "item") and getattr(x, "ndim", 1) == 0:
         return (type(x), x.item())
+    if _value_like(x):
+        return (type(x), x)
     return ("id", id(x))
+
+
+def _value_like(x):
+    """An immutable value compared by equality (a range, a slice, a Fraction): keyed by value, since a new
+    one made for each call may reuse an earlier one's id."""
+    c = x.__class__
+    if c.__eq__ is object.__eq__ or c.__hash__ is None or hasattr(x, "__dict__") or \
+            isinstance(x, (tuple, frozenset)):          # containers may hold tensors (compared elementwise)
+        return False
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
 
 
 def _layout(d):
