@@ -756,3 +756,24 @@ def test_value_arguments_made_for_each_call_are_keyed_by_value():
     cf = ag.compile(f)
     got = [float(cf(x, range(k), Fraction(k, 2)).numpy()) for k in (2, 3, 4)]   # ids of dead ones reused
     assert got == [float(f(x, range(k), Fraction(k, 2)).numpy()) for k in (2, 3, 4)]
+
+
+class _Slotted:
+    __slots__ = ("s",)
+
+    def __init__(self, s):
+        self.s = s
+
+
+def test_partials_and_slotted_objects_are_not_baked_in():
+    import functools
+    x = ag.tensor([1.0, 2.0])
+
+    def scale(a, s):
+        return a * s
+
+    def f(a, fn, o):
+        return fn(a).sum() * o.s
+    cf = ag.compile(f)
+    got = [float(cf(x, functools.partial(scale, s=k), _Slotted(k)).numpy()) for k in (1.0, 2.0, 3.0)]
+    assert got == [float(f(x, functools.partial(scale, s=k), _Slotted(k)).numpy()) for k in (1.0, 2.0, 3.0)]

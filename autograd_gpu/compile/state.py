@@ -7,6 +7,7 @@ held directly or in a list, tuple or dict. Every tensor found is a *holder*: its
 array) is an input of the program, and what the trace did to it (a new .grad, a rebound buffer) is done
 again on every replay.
 """
+import functools
 import inspect
 import sys
 import types
@@ -180,12 +181,15 @@ class State:
             self.values.append((obj.__class__, obj.item()))      # a NumPy scalar
         elif _value_like(obj):
             self.values.append((obj.__class__, obj))
-        elif depth < 2 and hasattr(obj, "__dict__") and id(obj) not in self._seen and \
-                (not callable(obj) or _user_code(type(obj))):
+        elif obj.__class__ is functools.partial:
+            for x in (obj.func, *obj.args, *obj.keywords.values()):
+                self.visit(x, depth)
+        elif depth < 2 and (hasattr(obj, "__dict__") or _slot_names(obj.__class__)) and \
+                id(obj) not in self._seen and (not callable(obj) or _user_code(type(obj))):
             self._seen.add(id(obj))
             self.objects.append(obj)
             self.visit_class(type(obj))
-            for x in vars(obj).values():       # a plain object holding a model and its optimizer
+            for x in _attrs(obj).values():     # a plain object holding a model and its optimizer
                 self.visit(x, depth + 1)
 
     def visit_array(self, obj):
@@ -345,10 +349,39 @@ def _opt_sig(opt):
     return groups, tuple(st)
 
 
+_slots = {}
+
+
+def _slot_names(cls):
+    """The ``__slots__`` attribute names of a user class (and its user bases)."""
+    r = _slots.get(cls)
+    if r is None:
+        r = _slots[cls] = tuple(n for k in cls.__mro__ if k is not object and _user_code(k)
+                                for n in ((k.__dict__.get("__slots__", ()),) if isinstance(
+                                    k.__dict__.get("__slots__", ()), str) else k.__dict__.get("__slots__", ()))
+                                if n not in ("__dict__", "__weakref__"))
+    return r
+
+
+def _attrs(obj):
+    """An object's attributes: its ``__dict__`` and its slots."""
+    d = getattr(obj, "__dict__", None)
+    names = _slot_names(obj.__class__)
+    if not names:
+        return vars(obj) if d is not None else {}
+    out = dict(d) if d is not None else {}
+    for n in names:
+        try:
+            out[n] = getattr(obj, n)
+        except AttributeError:
+            pass
+    return out
+
+
 def _scalars(obj):
     """The Python numbers, strings and flags among an object's attributes (a dropout's p, a
     GradScaler's scale): values the traced code may have baked in."""
-    return tuple((k, v) for k, v in vars(obj).items() if v.__class__ in _SCALAR_CLASSES or
+    return tuple((k, v) for k, v in _attrs(obj).items() if v.__class__ in _SCALAR_CLASSES or
                  (v.__class__ is tuple and all(x.__class__ in _SCALAR_CLASSES for x in v)))
 
 
