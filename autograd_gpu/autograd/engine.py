@@ -341,11 +341,7 @@ def _add_arrays(a, b):
     backend = d._backend or d.backend
     if backend.context is None:
         return a._make(a.data + b.data, d)
-    return a._make(backend.call(_plus, a.data, b.data), d)     # on a's GPU, whichever is current
-
-
-def _plus(a, b):
-    return a + b
+    return a._make(backend.call(backend.xp.add, a.data, b.data), d)     # on a's GPU, whichever is current
 
 
 def _add_into(acc, g):
