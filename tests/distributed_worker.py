@@ -342,6 +342,46 @@ def ddp_backward_retried_after_an_exception():
 
 
 @check
+def ddp_second_backward_through_one_forward_is_averaged():
+    # retain_graph: the second backward reduces too, so .grad is the sum of both passes' averages
+    r = dist.get_rank()
+    x0 = global_batch()[0][3 * r:3 * r + 3]
+    once = averaged_by_hand(lambda net: net(ag.tensor(x0)).sum())
+    model = make_model(0)
+    ddp = ag.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0002)
+    loss = ddp(ag.tensor(x0)).sum()
+    loss.backward(retain_graph=True)
+    loss.backward(ag.tensor(2.0))
+    expect_grads(model, [3 * g for g in once], "second backward")
+
+
+@check
+def ddp_retry_after_an_exception_with_buckets_in_flight():
+    # small buckets: some all-reduces start before the error; the retry must wait for them, refill every
+    # bucket from this pass's gradients (here twice the first's) and reduce again, not reuse stale sums
+    r = dist.get_rank()
+    x0 = global_batch()[0][3 * r:3 * r + 3]
+    once = averaged_by_hand(lambda net: net(ag.tensor(x0)).sum())
+    model = make_model(0)
+    ddp = ag.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0002)
+    ddp.event_log = log = []
+    loss = ddp(ag.tensor(x0)).sum()
+    h = model.body[0].bias.register_hook(lambda g: (_ for _ in ()).throw(ValueError("on purpose")))
+    try:
+        loss.backward(retain_graph=True)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("the hook should have raised")
+    if ("allreduce_start", 0) not in log:
+        raise AssertionError(f"no bucket started before the error, so this checks nothing: {log}")
+    h.remove()
+    model.zero_grad()
+    loss.backward(ag.tensor(2.0))
+    expect_grads(model, [2 * g for g in once], "retry with buckets in flight")
+
+
+@check
 def ddp_broadcasts_buffers_at_every_forward():
     r = dist.get_rank()
     ag.manual_seed(0)

@@ -33,7 +33,9 @@ CPU_CHECKS = ["collectives", "mismatches_refused_on_every_rank", "ddp_equals_sin
               "ddp_broadcasts_buffers_at_every_forward",
               "ddp_no_sync_accumulation_equals_single_process", "ddp_first_bucket_reduced_before_backward_ends",
               "ddp_unused_parameters", "ddp_refuses_different_models", "distributed_sampler",
-              "ddp_gradient_penalty_with_autograd_grad", "ddp_backward_retried_after_an_exception"]
+              "ddp_gradient_penalty_with_autograd_grad", "ddp_backward_retried_after_an_exception",
+              "ddp_second_backward_through_one_forward_is_averaged",
+              "ddp_retry_after_an_exception_with_buckets_in_flight"]
 THREE_RANK_CHECKS = ["collectives", "mismatches_refused_on_every_rank", "ddp_equals_single_process",
                      "distributed_sampler"]
 

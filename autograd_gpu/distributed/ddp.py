@@ -12,7 +12,9 @@ collectives in the same order whatever order its gradients arrive in.
 Waiting happens in a callback the engine runs when backward() returns (``queue_callback``): there
 any bucket still incomplete is filled (from the parameter's .grad when it has one, else zeros) and
 started, every request is waited for, the sums are divided by the world size and copied back into
-each .grad. So when backward() returns, gradients are averaged and the optimizer can step.
+each .grad. So when backward() returns, gradients are averaged and the optimizer can step. A second
+backward through the same forward (retain_graph) reduces again, so .grad holds the sum of both passes'
+averages, as it would in one process on the global batch.
 """
 import contextlib
 
@@ -109,14 +111,23 @@ class DistributedDataParallel(Module):
         d = self.__dict__
         d["_armed"], d["_queued"], d["_next"] = True, None, 0
         for b in self._buckets:
+            if b.request is not None:     # started by a backward that raised: its buffer is still MPI's
+                b.request.Wait()
             b.pending = len(b.params)
             b.filled = [False] * len(b.params)
             b.request = b.host = None
 
     def _on_backward_start(self, grad):
+        """The gradient reached an output of a synchronising forward: a backward through it begins.
+        A second backward through the same graph (retain_graph), or a retry after one that raised,
+        starts over: every bucket is filled again from the .grads, which then hold the earlier
+        (already averaged, so equal on every rank) gradient plus this pass's, so the average is right."""
         run = current_backward()
-        if run is not None and run.writes_grad:       # autograd.grad() writes no .grad: nothing to reduce
-            self._queue_finish()
+        if run is None or not run.writes_grad:        # autograd.grad() writes no .grad: nothing to reduce
+            return
+        if self._queued is not run and (not self._armed or self._queued is not None):
+            self._prepare()
+        self._queue_finish()
 
     def _queue_finish(self):
         # by identity, not a flag: a backward that raised dropped its callbacks, and the next one
