@@ -483,6 +483,23 @@ def cuda_over_mpi_on_the_standin():
     ddp_matches_single_process("cuda")
 
 
+@check
+def cuda_over_mpi():
+    # a real GPU, staged through host memory (the stand-in variant above also counts the copies)
+    collectives_on("cuda")
+    ddp_matches_single_process("cuda")
+
+
+@check
+def nccl_world_of_one():
+    # main() picked the "nccl" backend for this check: one GPU is a world of one, still a real
+    # NCCL communicator (collectives on the current stream, DDP's buckets on the side stream)
+    if dist.get_backend() != "nccl":
+        raise AssertionError(f"expected the nccl backend, got {dist.get_backend()!r}")
+    collectives_on("cuda")
+    ddp_matches_single_process("cuda")
+
+
 def fault():
     r = dist.get_rank()
     dist.barrier()
@@ -494,7 +511,7 @@ def fault():
 
 
 def main(names):
-    dist.init_process_group()
+    dist.init_process_group("nccl" if "nccl_world_of_one" in names else None)
     global MPI
     from mpi4py import MPI
     if names == ["fault"]:

@@ -93,6 +93,25 @@ def test_cuda_tensors_over_mpi_on_the_standin():
     assert result["cuda_over_mpi_on_the_standin"] == "ok", result["cuda_over_mpi_on_the_standin"]
 
 
+@pytest.mark.gpu
+def test_cuda_tensors_over_mpi_on_a_real_gpu():
+    from autograd_gpu.backends import cupy_backend
+    if cupy_backend.simulated() or not ag.cuda.is_available():
+        pytest.skip("needs a real GPU (the stand-in runs test_cuda_tensors_over_mpi_on_the_standin)")
+    result = verdicts(2, ["cuda_over_mpi"])
+    assert result["cuda_over_mpi"] == "ok", result["cuda_over_mpi"]
+
+
+@pytest.mark.gpu
+def test_nccl_path_as_a_world_of_one():
+    from autograd_gpu.backends import cupy_backend
+    from autograd_gpu.distributed.nccl_transport import nccl_importable
+    if cupy_backend.simulated() or not ag.cuda.is_available() or not nccl_importable():
+        pytest.skip("needs a real GPU and NCCL (pip install nvidia-nccl-cu12 or -cu13)")
+    result = verdicts(1, ["nccl_world_of_one"])
+    assert result["nccl_world_of_one"] == "ok", result["nccl_world_of_one"]
+
+
 def test_calls_before_init_raise():
     assert not ag.distributed.is_initialized()
     for call in (ag.distributed.get_rank, ag.distributed.get_world_size, ag.distributed.barrier,

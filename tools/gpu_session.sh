@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Everything a session with a lent GPU machine runs, split in stages that each fit one device call
+# (10 minutes) and write their logs and results under $OUT, which the device tool brings back:
+#
+#   tools/gpu_session.sh tests    # every `gpu` test on the real GPU      -> $OUT/gpu_tests.{log,xml}
+#   tools/gpu_session.sh bench    # python -m benchmarks --device cpu cuda -> $OUT/bench/, $OUT/bench.log
+#   tools/gpu_session.sh nccl     # CUDA over MPI and NCCL (a world of one) -> $OUT/nccl.log
+#
+# Each stage first records the machine (GPU name, driver, CuPy, CUDA, NCCL) in $OUT/machine.txt. Run
+# from the repository root; the project runs from the tree (PYTHONPATH), nothing is installed. Copy
+# what comes back into docs/bench/gpu/ and commit it with the GPU's name.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_session}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+PY=${PYTHON:-python3}
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+  "$PY" - <<'PY'
+import platform
+print("python", platform.python_version())
+try:
+    import cupy
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    print("cupy", cupy.__version__, "| CUDA runtime", cupy.cuda.runtime.runtimeGetVersion(), "|", name)
+except Exception as e:                       # noqa: BLE001 - this file records what is missing
+    print("cupy: unusable:", repr(e))
+try:
+    from cupy.cuda import nccl
+    print("nccl", nccl.get_version())
+except Exception as e:                       # noqa: BLE001
+    print("nccl: unusable:", repr(e))
+try:
+    import torch
+    print("torch", torch.__version__, "| cuda", torch.cuda.is_available())
+except Exception as e:                       # noqa: BLE001
+    print("torch: unusable:", repr(e))
+PY
+} > "$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+case "${1:-}" in
+  tests)
+    # no -x: one run should show every failure; --maxfail bounds a broken device
+    timeout 560 "$PY" -m pytest -m gpu -q -p no:cacheprovider --maxfail=200 -rf \
+      --junitxml="$OUT/gpu_tests.xml" 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
+    ;;
+  bench)
+    timeout 560 "$PY" -m benchmarks --device cpu cuda --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" | tail -60
+    ;;
+  nccl)
+    # The device machine has no network and no mpi4py; carry the wheels (about 15 MB, git-ignored):
+    #   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
+    #       --platform manylinux_2_28_x86_64 mpi4py mpich -d .gpu_wheels
+    # and pass carry=[".gpu_wheels"]. NCCL itself comes with the image's PyTorch (nvidia-nccl-cu*).
+    if ! "$PY" -c "import mpi4py" 2>/dev/null; then
+      if ls .gpu_wheels/*.whl >/dev/null 2>&1; then
+        "$PY" -m venv --system-site-packages "$OUT/venv" &&
+          "$OUT/venv/bin/python" -m pip install --quiet --no-index --find-links .gpu_wheels mpi4py mpich &&
+          PY="$OUT/venv/bin/python"
+      else
+        echo "mpi4py is missing and .gpu_wheels/ was not carried: see the comment above" | tee "$OUT/nccl.log"
+        exit 1
+      fi
+    fi
+    timeout 500 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rs tests/test_distributed.py 2>&1 |
+      tee "$OUT/nccl.log" | tail -20
+    rm -rf "$OUT/venv"
+    ;;
+  *)
+    echo "usage: tools/gpu_session.sh tests|bench|nccl" >&2
+    exit 2
+    ;;
+esac
