@@ -491,6 +491,23 @@ def cuda_over_mpi():
 
 
 @check
+def nccl_on_the_standin():
+    # the stand-in's cupy.cuda.nccl has CuPy's signatures and is carried out over MPI: the project's
+    # NCCL transport (pointers, counts, datatypes, streams) runs here with no copy through the host
+    from autograd_gpu.testing.cupy_standin import count_transfers
+    if dist.get_backend() != "nccl":
+        raise AssertionError(f"expected the nccl backend, got {dist.get_backend()!r}")
+    collectives_on("cuda")
+    t = ag.ones(1000, device="cuda")
+    with count_transfers() as log:
+        dist.all_reduce(t)
+    if log.d2h or log.h2d:
+        raise AssertionError(f"NCCL must not stage through the host: {log.d2h} copies down, {log.h2d} up")
+    expect_equal(t, np.full(1000, float(dist.get_world_size()), np.float32), "all_reduce of ones", np.float32)
+    ddp_matches_single_process("cuda")
+
+
+@check
 def nccl_world_of_one():
     # main() picked the "nccl" backend for this check: one GPU is a world of one, still a real
     # NCCL communicator (collectives on the current stream, DDP's buckets on the side stream)
@@ -511,7 +528,7 @@ def fault():
 
 
 def main(names):
-    dist.init_process_group("nccl" if "nccl_world_of_one" in names else None)
+    dist.init_process_group("nccl" if any(n.startswith("nccl") for n in names) else None)
     global MPI
     from mpi4py import MPI
     if names == ["fault"]:

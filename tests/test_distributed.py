@@ -94,6 +94,15 @@ def test_cuda_tensors_over_mpi_on_the_standin():
 
 
 @pytest.mark.gpu
+def test_nccl_path_on_the_standin():
+    from autograd_gpu.backends import cupy_backend
+    if not cupy_backend.simulated():
+        pytest.skip("runs on the CuPy stand-in: AG_CUDA=standin python -m pytest -m gpu")
+    result = verdicts(2, ["nccl_on_the_standin"], cuda="standin")
+    assert result["nccl_on_the_standin"] == "ok", result["nccl_on_the_standin"]
+
+
+@pytest.mark.gpu
 def test_cuda_tensors_over_mpi_on_a_real_gpu():
     from autograd_gpu.backends import cupy_backend
     if cupy_backend.simulated() or not ag.cuda.is_available():

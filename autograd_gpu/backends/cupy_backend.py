@@ -35,7 +35,7 @@ def nccl_module():
     cp = _import_cupy()
     if cp is None:
         raise ImportError(f"CuPy is not installed ({_import_error})")
-    if _simulated:                       # the stand-in has no NCCL: its namespace says so
+    if _simulated:                       # the stand-in's NCCL, carried out over MPI
         return cp.cuda.nccl
     import importlib
     return importlib.import_module("cupy.cuda.nccl")

@@ -2,9 +2,10 @@
 The communicator's unique id is made on rank 0 and sent to the others over MPI. NCCL's library comes
 from pip (``nvidia-nccl-cu12`` or ``-cu13``); where CuPy cannot load it, init fails and says so.
 
-Written against CuPy's documented ``NcclCommunicator`` (allReduce, broadcast, allGather,
-reduceScatter: device pointers, element counts, an NCCL datatype, a stream pointer); not run in CI,
-which has no GPU."""
+Written against CuPy's ``NcclCommunicator`` (allReduce, broadcast, allGather, reduceScatter: device
+pointers, element counts, an NCCL datatype, a stream pointer). CI runs it in 2-rank jobs on the CuPy
+stand-in, whose ``cupy.cuda.nccl`` has those signatures and carries the calls out over MPI; it has not
+yet run on a GPU with the real library."""
 
 from ..backends.cupy_backend import nccl_module
 

@@ -4,6 +4,7 @@ import numpy as np
 
 from ._core import N_DEVICES, current_device_id, _set_current_device_id, record
 from ._kernels import Graph  # noqa: F401  (cupy.cuda.Graph)
+from . import nccl  # noqa: F401  (cupy.cuda.nccl: CuPy's NCCL bindings, carried out over MPI)
 
 
 class CUDARuntimeError(RuntimeError):
