@@ -86,6 +86,8 @@ class _Kernel:
 
 
 class NumpyFuser:
+    fold_constants = True           # program.py computes calls on constants once, at trace time
+
     def __init__(self, backend):
         self.backend = backend
 
@@ -94,6 +96,7 @@ class NumpyFuser:
         group = _alias_groups(steps)
         steps, renamed = _ssa(steps, values, set(inputs), group)
         keep = {renamed.get(v, v) for v in keep}
+        steps = _constants(steps, values, keep)
         _peephole(steps, values, keep)
         uses, producer = {}, {}
         for i, s in enumerate(steps):
@@ -205,7 +208,7 @@ class NumpyFuser:
                 val = values[x.vid]
                 args.append(x)
             else:
-                val = np.asarray(x, dtype=dt_in)
+                val = np.asarray(x, dtype=dt_in).reshape(())     # a number or a one-element constant
                 args.append(val)
             sig.append((name, _ne_type(val.dtype)))
             return name
@@ -284,6 +287,8 @@ def _elementwise(s, values):
     for i, a in enumerate(args):
         if a.__class__ is float and a.is_integer() and abs(a) <= 4 and (fn is operator.pow or fn is np.power):
             args[i] = int(a)        # x ** 2.0 as x ** 2: numexpr multiplies instead of calling pow
+        elif a.__class__ is np.ndarray and a.size == 1 and a.dtype == dt and a.ndim <= out.ndim:
+            continue                # a folded constant (the backward's seed): broadcasts like a number
         elif a.__class__ is not Ref and a.__class__ not in (float, int):
             return None
     return op[0], op[1], args
@@ -356,6 +361,45 @@ def _peephole(steps, values, keep):
                              for a in u.args) for u in users):
             for u in users:
                 u.args = _renamed(u.args, {out: src.vid})
+
+
+def _constants(steps, values, keep):
+    """Folded constants in elementwise steps (program.fold_constants): one that holds a single value (a
+    broadcast view, a one-element array) becomes a 0-d array when another operand gives the result its
+    shape, so the step can fuse; a product with such a constant 1 (the backward's seed) is dropped, and
+    its result renamed to the other operand, when nothing writes, views or hands out that result."""
+    from ..compile.tracer import Ref
+    group = _alias_groups(steps)
+    written = set()
+    for s in steps:
+        for v in s.mutates:
+            written |= group.get(v, {v})
+    rename, out = {}, []
+    for s in steps:
+        if rename:
+            s.args, s.kwargs = _renamed(s.args, rename), _renamed(s.kwargs, rename)
+        if (s.kind == "call" and not s.kwargs and isinstance(s.outs, int) and s.fn in _OPS and not s.mutates
+                and any(a.__class__ is np.ndarray for a in s.args)):
+            shape = values[s.outs].shape
+            full = [a for a in s.args if a.__class__ is Ref and values[a.vid].shape == shape]
+            if full:
+                s.args = tuple(_as_number(a) if a.__class__ is np.ndarray else a for a in s.args)
+            one = [a for a in s.args if a.__class__ is np.ndarray and a.ndim == 0 and a == 1]
+            if (one and full and (s.fn is operator.mul or s.fn is np.multiply) and len(s.args) == 2
+                    and values[full[0].vid].dtype == values[s.outs].dtype == one[0].dtype
+                    and s.outs not in keep and s.outs not in written and full[0].vid not in written
+                    and len(group.get(s.outs, ())) <= 1):
+                rename[s.outs] = full[0].vid        # x * 1 is x, exactly
+                continue
+        out.append(s)
+    return out
+
+
+def _as_number(a):
+    """A constant holding one value, repeated (strides 0) or single: that value as a 0-d array."""
+    if a.ndim and a.size and (a.size == 1 or not any(a.strides)):
+        return np.array(a.reshape(-1)[0] if a.size == 1 else a[(0,) * a.ndim], dtype=a.dtype)
+    return a
 
 
 def _ew_ids(steps, ew):

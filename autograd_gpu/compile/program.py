@@ -11,6 +11,7 @@ steps whose result shape depends on the data (boolean masks, nonzero) check that
 """
 import keyword
 import operator
+import types
 
 from .tracer import Ref, _collect_refs
 from .. import backends as _backends
@@ -142,6 +143,8 @@ def build_program(steps, inputs, finals, values, backend_of, fuser=None):
     steps = eliminate_dead(common_subexpressions(steps, keep), keep)
     n_fused = n_buffers = 0
     em = _Emitter()
+    if getattr(fuser, "fold_constants", False):
+        steps = fold_constants(steps, values)
     if fuser is not None:
         steps, n_fused, n_buffers, renamed = fuser.plan(steps, inputs, keep, values, em)
         finals = [renamed.get(v, v) for v in finals]
@@ -158,6 +161,58 @@ def build_program(steps, inputs, finals, values, backend_of, fuser=None):
     src = "def replay(I):\n" + "\n".join("    " + line for line in body) + "\n"
     exec(compile(src, "<ag.compile replay>", "exec"), em.glob)
     return Program(em.glob["replay"], src, len(steps), n_fused, n_buffers)
+
+
+def fold_constants(steps, values):
+    """Pure calls on constants only (the backward's seed ``ones(())``, its scaled and reshaped copies,
+    ``arange(n)`` for an index) are computed once, at trace time: their traced results become constants of
+    the program and later steps read them as such. Results that anything writes (through any view) stay
+    steps, so each replay starts from a fresh array."""
+    group = alias_groups(steps)
+    written = set()
+    for s in steps:
+        for v in s.mutates:
+            written |= group.get(v, {v})
+    const, out = {}, []
+    for s in steps:
+        if const:
+            s.args, s.kwargs = _substitute(s.args, const), _substitute(s.kwargs, const)
+        o = s.outs
+        if (s.kind == "call" and o.__class__ is int and not s.mutates and s.shape_guard is None
+                and o not in written and o in values and not s.refs() and _pure(s.fn)):
+            const[o] = values[o]
+            continue
+        out.append(s)
+    return out
+
+
+def _pure(fn):
+    """Whether fn is a deterministic array function without side effects: an operator, a NumPy/CuPy function
+    or ufunc (not a random one), an array method or a ufunc's method; never a backend kernel or host_values."""
+    if fn in _BINOPS or fn in _UNOPS or fn is operator.getitem or fn is getattr:
+        return True
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        return type(owner).__name__ == "ufunc"          # add.reduce and the like; not a bound kernel
+    mod = getattr(fn, "__module__", None) or ""
+    if mod.partition(".")[0] in ("numpy", "cupy"):
+        return "random" not in mod
+    cls = getattr(fn, "__objclass__", None)             # ndarray.reshape, ndarray.astype, ...
+    return cls is not None and cls.__name__ == "ndarray"
+
+
+def _substitute(x, const):
+    """x with every Ref to a folded value replaced by that value."""
+    c = x.__class__
+    if c is Ref:
+        return const.get(x.vid, x)
+    if c is tuple or c is list:
+        return c(_substitute(y, const) for y in x)
+    if c is dict:
+        return {k: _substitute(v, const) for k, v in x.items()}
+    if c is slice:
+        return slice(_substitute(x.start, const), _substitute(x.stop, const), _substitute(x.step, const))
+    return x
 
 
 def alias_groups(steps):
