@@ -533,6 +533,35 @@ def test_a_warm_replay_allocates_only_what_it_hands_out():
         close(got[1], (a + 1).mean(), rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_block_kernels_equal_eager_exactly_on_every_call(dtype, monkeypatch):
+    """Runs with a transcendental function become block kernels: the same ufuncs as eager mode, block by
+    block and split over threads (forced here to 3, with a short last block), so the same values."""
+    from autograd_gpu.backends import fuse_cpu
+    monkeypatch.setattr(fuse_cpu, "THREADS", 3)
+    n = 13 * (fuse_cpu.BLOCK_BYTES // np.dtype(dtype).itemsize) + 123
+    rng = np.random.default_rng(0)
+    x = ag.tensor(rng.standard_normal(n).astype(dtype) * 30, requires_grad=True)    # exp overflows: no warning
+    w = ag.tensor(rng.standard_normal(n).astype(dtype))
+
+    def f(t):
+        t.grad = None
+        s = ag.sigmoid(t)
+        loss = ((s * t) ** 2 + s * w * ag.tanh(t)).sum()
+        loss.backward()
+        return loss
+    cf = ag.compile(f)
+    for step in range(3):
+        x.data[:] = rng.standard_normal(n).astype(dtype) * 30
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            cf(x)
+        got = to_numpy(x.grad).copy()
+        f(x)
+        np.testing.assert_array_equal(got, to_numpy(x.grad))
+    assert "block kernel" in cf.programs()[-1].source
+
+
 @pytest.mark.parametrize("info", [pytest.param(i, id=i.name) for i in ELEMENTWISE])
 def test_fused_kernels_match_eager_on_large_elementwise_inputs(info):
     """The op table's elementwise ops on arrays big enough for the CPU fuser, forward and backward."""

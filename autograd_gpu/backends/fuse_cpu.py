@@ -19,6 +19,7 @@ allocated once per program and reused by liveness (``out=``), so a warm replay a
 hands out.
 """
 import operator
+import os
 
 import numpy as np
 
@@ -68,9 +69,10 @@ class _Kernel:
     scalar = False
     fresh = True
 
-    def __init__(self, outs, fn, args, buffer, refs, extra=None, kwargs=None):
+    def __init__(self, outs, fn, args, buffer, refs, extra=None, kwargs=None, takes_out=False):
         self.outs, self.fn, self.args, self.buffer, self._refs, self.extra = outs, fn, args, buffer, refs, extra
         self.kwargs = kwargs or {}
+        self.takes_out = takes_out        # a kernel that writes into a planned buffer given as out=
 
     def refs(self):
         return self._refs
@@ -81,7 +83,7 @@ class _Kernel:
         kw += "".join(f", {k}={em.expr(v)}" for k, v in self.kwargs.items())
         if self.extra:
             kw += self.extra
-        note = f"  # numexpr: {self.expr}" if getattr(self, "expr", None) else ""
+        note = f"  # {self.expr}" if getattr(self, "expr", None) else ""
         return [f"v{self.outs} = {em.const(self.fn)}({args}{kw}){note}"]
 
 
@@ -135,33 +137,37 @@ class NumpyFuser:
             # (up to 4 ops, no function, at most 3 arrays): reading its inputs again is cheaper than
             # writing and reading its result
             e = exprs.get(i)
+            if e is not None and e[0].blocked and all(c in blockable for c in consumers[v]):
+                return True     # blocked consumers: a kernel computes it once per block (shared subexpression)
             return (all(c in ew for c in consumers[v]) and e is not None and e[0].plain_ops() <= 4
                     and len({x.vid for x in e[1] if x.__class__ is Ref}) <= 3)
 
+        blockable = {i for i in ew if _blockable(steps[i], values)}
         exprs, folded, folded_into = {}, set(), {}   # index -> (expr, leaves, first index)
-        if _ne is not None:
-            for i in sorted(ew):
-                tmpl, _, args = ew[i]
-                if any(c.isalpha() for c in tmpl):
-                    continue            # exp, tanh, sigmoid...: NumPy's SIMD loops beat numexpr's (see above)
-                parts, leaves, first = [], [], i
-                for a in args:
-                    if a.__class__ is Ref and foldable(a.vid, i) and producer[a.vid] in exprs:
-                        j = producer[a.vid]
-                        e, lv, f0 = exprs[j]
-                        if any(j < k < i for x in lv if x.__class__ is Ref for k in mut_at.get(x.vid, ())):
-                            parts.append(a)
-                            leaves.append(a)
-                            continue
-                        folded.add(j)
-                        folded_into.setdefault(j, set()).add(i)
-                        parts.append(e)
-                        leaves.extend(lv)
-                        first = min(first, f0)
-                    else:
+        for i in sorted(ew):
+            tmpl, fn, args = ew[i]
+            blk = i in blockable
+            if not blk and (_ne is None or any(c.isalpha() for c in tmpl)):
+                continue            # exp, tanh, sigmoid...: NumPy's SIMD loops beat numexpr's (see above)
+            parts, leaves, first = [], [], i
+            for a in args:
+                if a.__class__ is Ref and foldable(a.vid, i) and producer[a.vid] in exprs:
+                    j = producer[a.vid]
+                    e, lv, f0 = exprs[j]
+                    if (blk and not e.blocked) or (not blk and e.has_fn()) or \
+                            any(j < k < i for x in lv if x.__class__ is Ref for k in mut_at.get(x.vid, ())):
                         parts.append(a)
                         leaves.append(a)
-                exprs[i] = (_Expr(tmpl, parts), leaves, first)
+                        continue
+                    folded.add(j)
+                    folded_into.setdefault(j, set()).add(i)
+                    parts.append(e)
+                    leaves.extend(lv)
+                    first = min(first, f0)
+                else:
+                    parts.append(a)
+                    leaves.append(a)
+            exprs[i] = (_Expr(tmpl, parts, fn, blk), leaves, first)
         for j in list(folded):                  # a producer stays when some consumer did not fold it
             if not set(consumers.get(steps[j].outs, ())) <= folded_into[j]:
                 folded.discard(j)
@@ -192,6 +198,8 @@ class NumpyFuser:
     def _kernel(self, entry, s, values, em):
         from ..compile.tracer import Ref
         e, leaves, _ = entry
+        if e.blocked:
+            return _blocked_kernel(e, s, values)
         args, sig, seen = [], [], {}
         dt = values[s.outs].dtype
         dt_in = next(values[x.vid].dtype for x in leaves if x.__class__ is Ref)
@@ -221,9 +229,153 @@ class NumpyFuser:
         except Exception:           # numexpr refused the expression: leave those steps unfused
             return None
         k = _Kernel(s.outs, kernel, args, None, [a.vid for a in args if a.__class__ is Ref],
-                    extra=", order='K', casting='safe', ex_uses_vml=False")
-        k.expr = src                  # shown as a comment in the program's source
+                    extra=", order='K', casting='safe', ex_uses_vml=False", takes_out=True)
+        k.expr = "numexpr: " + src     # shown as a comment in the program's source
         return k
+
+
+BLOCK_BYTES = 1 << 17    # a block kernel's working set per array: 128 KiB (32k float32), several fit in L2
+THREADS = os.cpu_count() or 1   # a block kernel splits its blocks over this many threads (ufuncs release the GIL)
+_workers = []
+
+
+def _pool():
+    """The block kernels' worker threads (THREADS - 1 of them; the calling thread runs one share)."""
+    if not _workers:
+        from concurrent.futures import ThreadPoolExecutor
+        _workers.append(ThreadPoolExecutor(max(1, THREADS - 1), thread_name_prefix="ag-block"))
+    return _workers[0]
+
+
+def _blockable(s, values):
+    """Whether elementwise step s can run in a block kernel: a float result, and every array operand of the
+    result's shape and dtype and C-contiguous (numbers and 0-d constants broadcast)."""
+    from ..compile.tracer import Ref
+    out = values[s.outs]
+    if out.dtype not in _FLOATS or out.size < FUSE_MIN:
+        return False
+    for a in s.args:
+        if a.__class__ is Ref:
+            v = values[a.vid]
+            if v.shape != out.shape or v.dtype != out.dtype or not v.flags.c_contiguous:
+                return False
+        elif a.__class__ is np.ndarray and a.ndim:
+            return False
+    return True
+
+
+def _blocked_kernel(e, s, values):
+    """A fused run as a block kernel: the expression's ufuncs applied block by block (``BLOCK_BYTES`` of
+    each array) into scratch buffers that stay in cache, a shared subexpression once per block, so memory
+    is read and written once; the same ufuncs as eager mode, so the same values. A replacement step."""
+    from ..compile.tracer import Ref
+    out = values[s.outs]
+    names, args, glob = {}, [], {"np": np}
+
+    def leaf(x):
+        if x.__class__ is Ref:
+            if x.vid not in names:
+                names[x.vid] = f"x{len(args)}"
+                args.append(x)
+            return names[x.vid]
+        if x.__class__ in (int, float):
+            return repr(x)
+        name = f"c{len(glob)}"
+        glob[name] = x
+        return name
+
+    order, uses = [], {}
+
+    def visit(n):                          # post-order over the expression DAG, each shared node once
+        if id(n) in uses:
+            uses[id(n)] += 1
+            return
+        uses[id(n)] = 1
+        for p in n.parts:
+            if isinstance(p, _Expr):
+                visit(p)
+        order.append(n)
+    visit(e)
+    body, temp_of, free, n_temps, has_sigmoid = [], {}, [], 0, False
+    for n in order:
+        ops = []
+        for p in n.parts:
+            if isinstance(p, _Expr):
+                ops.append(temp_of[id(p)])
+                uses[id(p)] -= 1
+                if uses[id(p)] == 0:
+                    free.append(temp_of[id(p)])        # an operand dead after this op: its buffer is reusable
+            else:
+                ops.append(leaf(p))
+        if n is e:
+            t = "o"
+        elif free:
+            t = free.pop()
+        else:
+            t, n_temps = f"t{n_temps}", n_temps + 1
+        temp_of[id(n)] = t
+        line = _block_op(n, ops, t, glob)
+        if line is None:
+            return None
+        has_sigmoid |= n.fn is None
+        body.extend(line)
+    if not args:
+        return None
+    block = max(1024, BLOCK_BYTES // out.itemsize)
+    size = out.size
+    tail = size % block
+    n_blocks = -(-size // block)
+    chunks = min(THREADS, n_blocks // 4) or 1          # each thread gets at least 4 blocks
+    bounds = [min(size, (n_blocks * c // chunks) * block) for c in range(chunks + 1)]
+    temps = [f"t{k}" for k in range(n_temps)]
+    glob.update(SHAPE=out.shape, DT=out.dtype, B=block, BOUNDS=bounds, pool=_pool)
+    glob["SCRATCH"] = [(tuple(np.empty(block, out.dtype) for _ in temps),) * 2 for _ in range(chunks)]
+    if tail:              # the last chunk ends with a short block
+        full = glob["SCRATCH"][-1][0]
+        glob["SCRATCH"][-1] = (full, tuple(t[:tail] for t in full))
+    xs = [f"f{k}" for k in range(len(args))]
+    lines = [f"def part({', '.join(xs + ['fo'])}, lo0, hi0, full, short):",
+             "    for lo in range(lo0, hi0, B):",
+             "        hi = lo + B"]
+    if temps:
+        lines.append(f"        {', '.join(temps)}, = full if hi <= hi0 else short")
+    lines.extend(f"        x{k} = f{k}[lo:hi]" for k in range(len(args)))
+    lines.append("        o = fo[lo:hi]")
+    lines.extend("        " + b for b in body)
+    src = "\n".join(lines) + "\n"
+    if has_sigmoid:       # exp overflows to inf for x << 0 and gives the right 0, as the backend's sigmoid
+        src = src.replace("    for lo in", "    with np.errstate(over='ignore'):\n     for lo in").replace(
+            "\n        ", "\n         ")
+    flat = [f"a{k}.reshape(-1)" for k in range(len(args))]          # a copy only if not contiguous
+    src += "\n".join([
+        f"def kernel({', '.join(f'a{k}' for k in range(len(args)))}, out=None):",
+        "    if out is None:",
+        "        out = np.empty(SHAPE, DT)",
+        f"    fl = ({', '.join(flat + ['out.reshape(-1)'])},)",
+        "    pending = [pool().submit(part, *fl, BOUNDS[c], BOUNDS[c + 1], *SCRATCH[c]) for c in range(1, len(SCRATCH))]",
+        "    part(*fl, BOUNDS[0], BOUNDS[1], *SCRATCH[0])",
+        "    for p in pending:",
+        "        p.result()",
+        "    return out"]) + "\n"
+    exec(compile(src, "<ag.compile block kernel>", "exec"), glob)
+    k = _Kernel(s.outs, glob["kernel"], args, None, [a.vid for a in args], takes_out=True)
+    k.expr = "block kernel: " + " ".join(b.split("(")[0] for b in body)
+    k.src = src
+    return k
+
+
+def _block_op(n, ops, t, glob):
+    """Source lines computing node n from operand names ``ops`` into buffer name ``t``."""
+    fn = n.fn
+    if fn is None:                        # the backend's sigmoid, its own passes: 1 / (1 + exp(-x))
+        return [f"np.negative({ops[0]}, out={t})", f"np.exp({t}, out={t})", f"np.add({t}, 1, out={t})",
+                f"np.reciprocal({t}, out={t})"]
+    if fn is np.power and len(ops) == 2 and ops[1] in ("2", "2.0"):
+        return [f"np.square({ops[0]}, out={t})"]    # x ** 2 is NumPy's fast square, as in eager mode
+    name = getattr(fn, "__name__", None)
+    if not isinstance(fn, np.ufunc) or getattr(np, name, None) is not fn:
+        return None
+    return [f"np.{name}({', '.join(ops)}, out={t})"]
 
 
 def _inside(exprs, i, j):
@@ -239,10 +391,15 @@ def _inside(exprs, i, j):
 
 
 class _Expr:
-    __slots__ = ("tmpl", "parts")
+    """One elementwise step with the steps folded into it: ``tmpl`` its numexpr template, ``fn`` its ufunc
+    (None: the backend's sigmoid), ``blocked``: every array in it has the result's shape (block kernels)."""
+    __slots__ = ("tmpl", "parts", "fn", "blocked")
 
-    def __init__(self, tmpl, parts):
-        self.tmpl, self.parts = tmpl, parts
+    def __init__(self, tmpl, parts, fn=None, blocked=False):
+        self.tmpl, self.parts, self.fn, self.blocked = tmpl, parts, fn, blocked
+
+    def has_fn(self):
+        return any(c.isalpha() for c in self.tmpl) or any(isinstance(p, _Expr) and p.has_fn() for p in self.parts)
 
     def plain_ops(self):
         """The number of operations, or 99 when there is a function call or a power (not cheap)."""
@@ -428,7 +585,7 @@ def _plan_buffers(steps, values, escaping, group, em, ew_steps):
         if val.size < BUFFER_MIN:
             continue
         if isinstance(s, _Kernel):
-            if s.buffer is not None or "order=" not in (s.extra or ""):
+            if s.buffer is not None or not s.takes_out:
                 continue
             fn = None
         elif id(s) in ew_steps and s.fn in _OPS and not s.kwargs:
