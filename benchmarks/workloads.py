@@ -154,6 +154,61 @@ def mlp_step(device, scale, width=None, batch=None):
     return steps, {"per": 1, "unit": "ms/step", "what": f"MLP {'-'.join(map(str, sizes))}, batch {n}, SGD"}
 
 
+def mlp_sub_step(device, scale):
+    """The MLP step of mlp_step with no optimizer object: SGD written out as a user would,
+    ``with no_grad(): p.sub_(p.grad * lr)``, and gradients zeroed with ``model.zero_grad()``. The
+    hand-written NumPy step does the same arithmetic (``np.subtract(p, g * lr, out=p)``), PyTorch the
+    same loop."""
+    from autograd_gpu import nn
+    import autograd_gpu.nn.functional as F
+    n, sizes = _mlp_sizes(scale)
+    rng = _rng(1)
+    xa = rng.standard_normal((n, sizes[0])).astype(np.float32)
+    ya = rng.integers(0, sizes[-1], n)
+    lr = 0.01
+    ag.manual_seed(0)
+    layers = []
+    for i in range(3):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < 2:
+            layers.append(nn.ReLU())
+    model = nn.Sequential(*layers).to(device)
+    params = list(model.parameters())
+    x, y = ag.tensor(xa, device=device), ag.tensor(ya, device=device)
+
+    def ours():
+        model.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        with ag.no_grad():
+            for p in params:
+                p.sub_(p.grad * lr)
+    ours.params = lambda: [p.numpy() for p in params]     # for the test that all three agree
+
+    weights = [(l.weight.numpy().copy(), l.bias.numpy().copy()) for l in layers[::2]]
+    steps = {"ours": ours, "numpy": _mlp_by_hand(device, weights, xa, ya, lr)}
+    torch, tdev = _torch(device)
+    if torch is not None:
+        tn = torch.nn
+        tm = tn.Sequential(tn.Linear(sizes[0], sizes[1]), tn.ReLU(), tn.Linear(sizes[1], sizes[2]), tn.ReLU(),
+                           tn.Linear(sizes[2], sizes[3])).to(tdev)
+        tparams = list(tm.parameters())
+        with torch.no_grad():                   # the same starting weights as ours
+            for tp, p in zip(tparams, params):
+                tp.copy_(torch.from_numpy(p.numpy()))
+        tx, ty = torch.tensor(xa, device=tdev), torch.tensor(ya, device=tdev)
+
+        def theirs():
+            tm.zero_grad()
+            torch.nn.functional.cross_entropy(tm(tx), ty).backward()
+            with torch.no_grad():
+                for p in tparams:
+                    p.sub_(p.grad * lr)
+        theirs.params = lambda: [p.detach().cpu().numpy() for p in tparams]
+        steps["torch"] = theirs
+    return steps, {"per": 1, "unit": "ms/step",
+                   "what": f"MLP {'-'.join(map(str, sizes))}, batch {n}, SGD as p.sub_(p.grad * lr)"}
+
+
 def _mlp_by_hand(device, weights, xa, ya, lr=0.01):
     xp = _xp(device)
     ws = [(xp.asarray(w), xp.asarray(b)) for w, b in weights]
@@ -177,8 +232,9 @@ def _mlp_by_hand(device, weights, xa, ya, lr=0.01):
             gw, gb = g.T @ acts[i], g.sum(axis=0)
             if i:
                 g = (g @ w) * (acts[i] > 0)
-            w -= lr * gw
-            b -= lr * gb
+            xp.subtract(w, gw * lr, out=w)             # what p.sub_(p.grad * lr) does
+            xp.subtract(b, gb * lr, out=b)
+    step.params = lambda: [a.get() if hasattr(a, "get") else a for wb in ws for a in wb]
     return step
 
 
@@ -377,6 +433,9 @@ def moons_step(device, scale):
         tn = torch.nn
         tm = tn.Sequential(tn.Linear(2, 16), tn.ReLU(), tn.Linear(16, 16), tn.ReLU(), tn.Linear(16, 1)).to(tdev)
         tparams = list(tm.parameters())
+        with torch.no_grad():                   # the same starting weights as ours
+            for tp, p in zip(tparams, params):
+                tp.copy_(torch.from_numpy(p.numpy()))
         tx, ty = torch.tensor(xa, device=tdev), torch.tensor(ya, device=tdev)
 
         def theirs():
@@ -468,6 +527,7 @@ def peak_memory(step):
 WORKLOADS = {
     "op_overhead": op_overhead,
     "mlp_step": mlp_step,
+    "mlp_sub_step": mlp_sub_step,
     "cnn_step": cnn_step,
     "elementwise_4m": elementwise_4m,
     "moons_step": moons_step,

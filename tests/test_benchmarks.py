@@ -1,6 +1,7 @@
 """The benchmark suite runs end to end in its tiny mode, so it cannot rot."""
 import json
 
+import numpy as np
 import pytest
 
 from benchmarks.__main__ import main
@@ -10,7 +11,7 @@ def test_benchmarks_tiny_run_writes_json_table_and_plots(tmp_path):
     pytest.importorskip("matplotlib")
     results = main(["--tiny", "--device", "cpu", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "benchmarks.json").read_text())
-    assert {r["workload"] for r in data["rows"]} == {"op_overhead", "mlp_step", "cnn_step", "elementwise_4m", "moons_step",
+    assert {r["workload"] for r in data["rows"]} == {"op_overhead", "mlp_step", "mlp_sub_step", "cnn_step", "elementwise_4m", "moons_step",
                                                        "matmul_1024", "deep_chain",
                                                        "transformer_step", "lstm_step", "per_example_grads"}
     for r in data["rows"]:
@@ -49,3 +50,20 @@ def test_cuda_workloads_with_the_compiled_column_run_tiny(tmp_path):
     assert rows["mlp_step"]["compiled"]["median"] > 0
     e = rows["elementwise_4m"]
     assert e["copy_gb_per_s"] > 0 and e["compiled_fraction_of_copy"] > 0
+
+
+def test_mlp_sub_step_variants_do_the_same_arithmetic():
+    """The eager `p.sub_(p.grad * lr)` step, the hand-written NumPy step and PyTorch's end with the same
+    weights after a few steps, so the benchmark compares like with like."""
+    from benchmarks.workloads import mlp_sub_step
+    steps, _ = mlp_sub_step("cpu", "tiny")
+    for _ in range(3):
+        for f in steps.values():
+            f()
+    ours = steps["ours"].params()
+    for name in [k for k in steps if k != "ours"]:
+        theirs = steps[name].params()
+        assert len(theirs) == len(ours)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert any(not np.allclose(a, b) for a, b in zip(ours, mlp_sub_step("cpu", "tiny")[0]["ours"].params()))
