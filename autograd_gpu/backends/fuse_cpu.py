@@ -497,6 +497,10 @@ def _peephole(steps, values, keep):
         if (s.fn is np.sum and s.kind == "call" and set(s.kwargs) <= {"axis", "keepdims"} and s.args
                 and s.args[0].__class__ is Ref and values[s.args[0].vid].dtype in _FLOATS and len(s.args) == 1):
             s.fn = np.add.reduce
+        elif (getattr(s.fn, "__func__", None) is NumpyBackend.matmul and s.kind == "call" and len(s.args) == 2
+              and set(s.kwargs) <= {"out"} and all(a.__class__ is Ref and values[a.vid].dtype in _FLOATS
+                                                   for a in s.args)):
+            s.fn = np.matmul           # what the backend's matmul calls for these dtypes, without its wrapper
     for s in steps:
         if s.kind != "call" or not isinstance(s.outs, int) or s.outs in keep or s.kwargs or not s.args:
             continue
@@ -610,12 +614,12 @@ def _plan_buffers(steps, values, escaping, group, em, ew_steps):
 
 
 def _takes_out(s):
-    """A backend matmul or ``add.reduce`` with no out= yet: both write into a given array."""
+    """A matmul or ``add.reduce`` with no out= yet: both write into a given array."""
     from ..compile.tracer import Ref
     if s.kind != "call" or s.kwargs.get("out") is not None or s.scalar or any(
             v.__class__ is Ref for k, v in s.kwargs.items()):
         return False
-    return getattr(s.fn, "__func__", None) is NumpyBackend.matmul or s.fn is np.add.reduce
+    return getattr(s.fn, "__func__", None) is NumpyBackend.matmul or s.fn is np.matmul or s.fn is np.add.reduce
 
 
 register_fuser("numpy", NumpyFuser)

@@ -46,6 +46,7 @@ class CompiledFunction:
         self.fuse = fuse
         self.cuda_graphs = cuda_graphs
         self._cache = OrderedDict()
+        self._last = None                 # the entry at the end of _cache (most recently used)
         self._retraces = {}
         self._warned = set()
         self.stats = {"traces": 0, "replays": 0, "eager": 0, "guard_failures": 0}
@@ -89,7 +90,9 @@ class CompiledFunction:
             self.stats["eager"] += 1
             return self.fn(*args, **kwargs)
         if entry is not None:
-            self._cache.move_to_end(sig)
+            if entry is not self._last:           # already the most recent: no second lookup of the key
+                self._cache.move_to_end(sig)
+                self._last = entry
             rng = [(b, b.get_rng_state()) for b in entry.rng]
             try:
                 out = self._replay(entry, st)
@@ -111,6 +114,7 @@ class CompiledFunction:
     def _store(self, sig, entry):
         self._cache[sig] = entry
         self._cache.move_to_end(sig)
+        self._last = entry
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 

@@ -100,6 +100,7 @@ class State:
 
     def __init__(self):
         self.modules, self.optimizers, self.tensors = [], [], []
+        self.module_scalars = []      # per module (in self.modules' order), its Python numbers and flags
         self.objects = []             # plain objects whose attributes were visited (a GradScaler, a config)
         self.values = []              # Python numbers reached (a closure's or a global's float): may be baked in
         self.refuse = None            # why the call cannot be compiled safely (a big raw array), else None
@@ -140,19 +141,28 @@ class State:
                 self.visit_class(type(m))
                 d = m.__dict__
                 for t in d["_parameters"].values():
-                    if t is not None:
+                    if t is not None and id(t) not in seen:
                         self.add_tensor(t)
                 for t in d["_buffers"].values():
-                    if t is not None:
+                    if t is not None and id(t) not in seen:
                         self.add_tensor(t)
                 mods = d["_modules"]
+                scalars = []                     # what _scalars(m) gives, gathered in the same pass
                 for k, v in d.items():           # plain attributes: a tensor, an array, a list of numbers
-                    if v.__class__ in _SCALAR_CLASSES or k in _MODULE_SLOTS or k in mods:
+                    c = v.__class__
+                    if c in _SCALAR_CLASSES:
+                        scalars.append((k, v))
+                        continue
+                    if c is tuple and all(x.__class__ in _SCALAR_CLASSES for x in v):
+                        scalars.append((k, v))
+                    if k in _MODULE_SLOTS or k in mods:
                         continue
                     if isinstance(v, Tensor):
-                        self.add_tensor(v)
+                        if id(v) not in seen:
+                            self.add_tensor(v)
                     else:
                         self.visit(v, 1)
+                self.module_scalars.append(tuple(scalars) if not _slot_names(type(m)) else _scalars(m))
                 stack.extend(c for c in reversed(d["_modules"].values()) if c is not None)
             return
         if isinstance(obj, Optimizer):
@@ -288,7 +298,7 @@ def shares_memory(tensors):
 def _arg_sig(x, depth=0):
     if isinstance(x, Tensor):
         d = x.data
-        return ("T", d.shape, d.dtype.str, x.device, x.requires_grad, _layout(d))
+        return ("T", d.shape, d.dtype.str, _dev(x.device), x.requires_grad, _layout(d))
     if isinstance(x, _SCALARS):
         return (type(x), x)
     if depth < 4 and isinstance(x, (list, tuple)):
@@ -324,10 +334,15 @@ def _layout(d):
 def _tensor_sig(t):
     d = t.data
     g = t._grad
-    return (d.shape, d.dtype.str, t.device, t.requires_grad, _layout(d), t.grad_fn is None,
+    return (d.shape, d.dtype.str, _dev(t.device), t.requires_grad, _layout(d), t.grad_fn is None,
             None if g is None else (g.data.shape, g.data.dtype.str, g.requires_grad, _layout(g.data),
                                     id(g.data) == id(d)),
             _hook_ids(t._hooks), _hook_ids(t._post_acc_hooks))
+
+
+def _dev(device):
+    """A device as its name: a str hashes and compares in C (a Device's __hash__ and __eq__ are Python)."""
+    return getattr(device, "_str", device)
 
 
 def _hook_ids(hooks):
@@ -395,7 +410,7 @@ def _global_modes():
         from ..amp import _state as amp_state
         from ..device import get_default_device
         _modes.extend((amp_state, get_default_device))
-    return _modes[0].active, _grad_state.anomaly, _modes[1]()
+    return _modes[0].active, _grad_state.anomaly, _dev(_modes[1]())
 
 
 def signature(fn_args, fn_kwargs, n_args, st):
@@ -406,5 +421,5 @@ def signature(fn_args, fn_kwargs, n_args, st):
     return (tuple(_arg_sig(a) for a in fn_args), tuple((k, _arg_sig(v)) for k, v in fn_kwargs.items()),
             _grad_state.enabled, get_default_dtype(), _global_modes(), n_args, alias,
             tuple(id(t) for t in st.tensors[n_args:]), tuple(_tensor_sig(t) for t in st.tensors),
-            tuple(_scalars(m) for m in st.modules), tuple(_opt_sig(o) for o in st.optimizers),
+            tuple(st.module_scalars), tuple(_opt_sig(o) for o in st.optimizers),
             tuple((id(o), _scalars(o)) for o in st.objects), tuple(st.values))
