@@ -30,12 +30,9 @@ _callbacks = threading.local()         # .stack: one list of queued callbacks pe
 
 
 class _Callbacks(list):
-    """The callbacks queued during one backward(); ``writes_grad`` is False inside grad()."""
+    """The callbacks queued during one backward(); ``writes_grad`` is False inside grad(). (No
+    __init__ of its own: list's C one is cheaper, and one is made per backward.)"""
     __slots__ = ("writes_grad",)
-
-    def __init__(self, writes_grad):
-        super().__init__()
-        self.writes_grad = writes_grad
 
 
 def current_backward():
@@ -56,8 +53,9 @@ def queue_callback(fn):
 
 
 def _check_root(t, g, where):
-    from ..tensor import Tensor
-    from ..creation import tensor as make_tensor
+    Tensor = _function.Tensor
+    if t.__class__ is Tensor and g is None and t.requires_grad and t.data.size == 1 and t.data.dtype.kind != "c":
+        return t._ones_like()                      # the common case: a real scalar loss
     if not isinstance(t, Tensor):
         raise TypeError(f"{where}: expected Tensors as outputs, got {type(t).__name__}")
     if not t.requires_grad:
@@ -73,6 +71,7 @@ def _check_root(t, g, where):
                                "take a real loss (e.g. .abs(), .real) or pass grad=")
         return t._ones_like()
     if not isinstance(g, Tensor):
+        from ..creation import tensor as make_tensor
         g = make_tensor(g, dtype=t.dtype, device=t.device)
     if g.device is not t.device:
         raise RuntimeError(f"{where}: grad is on {g.device} but the tensor is on {t.device}")
@@ -125,10 +124,16 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
     stack = getattr(_callbacks, "stack", None)
     if stack is None:
         stack = _callbacks.stack = []
-    stack.append(_Callbacks(captured is None))
+    callbacks = _Callbacks()
+    callbacks.writes_grad = captured is None
+    stack.append(callbacks)
     try:
-        heap = [(-n._seq, n) for n in buffers]      # nodes with a gradient waiting, latest first
-        heapq.heapify(heap)
+        if len(buffers) == 1:                      # one root (a loss): nothing to order
+            root, = buffers
+            heap = [(-root._seq, root)]
+        else:
+            heap = [(-n._seq, n) for n in buffers]  # nodes with a gradient waiting, latest first
+            heapq.heapify(heap)
         push, pop = heapq.heappush, heapq.heappop
         add = _add_grads if create_graph else _add_arrays
         plain = captured is None and not state_anomaly
@@ -239,6 +244,10 @@ def _finish_leaf(t, g, given, create_graph, owned=True):
     """Run the leaf's hooks on its total gradient, accumulate it into .grad, then run the
     post-accumulate-grad hooks. ``owned``: the gradient is a sum this backward made, referenced
     nowhere else."""
+    if t._grad is None and t._hooks is None and t._post_acc_hooks is None and not create_graph and \
+            g.data.dtype == t.data.dtype and g.device is t.device:
+        t._grad = _owned(g, given).detach()        # the common case (.grad's setter checks hold: shape was checked)
+        return
     post = t._post_acc_hooks
     g0 = g
     if t._hooks is not None:
@@ -432,7 +441,7 @@ def _run_node_hooks(node, grads):
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
     """Accumulate d(tensors)/d(leaf) into every leaf's .grad (see Tensor.backward)."""
-    from ..tensor import Tensor
+    Tensor = _function.Tensor
     if isinstance(tensors, Tensor):
         tensors = (tensors,)
     if grad_tensors is None or isinstance(grad_tensors, Tensor):

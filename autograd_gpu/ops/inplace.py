@@ -111,6 +111,20 @@ def _update(xp, ufunc, x, a, alpha, array):
 
 def _direct(x, other, op, alpha=1):
     """x (op)= alpha * other in x's memory, or False when the general path must do it."""
+    if x.__class__ is Tensor and other.__class__ is Tensor and alpha == 1 and not state.enabled:
+        # the optimizer-step case (p.sub_(g * lr) under no_grad): two plain tensors of one device,
+        # dtype and shape, neither a view -> one ufunc call; anything else takes the checks below
+        a, xd = other.data, x.data
+        if a.__class__ is xd.__class__ and other.device is x.device and a.dtype == xd.dtype and \
+                a.shape == xd.shape and a.base is None and xd.base is None and xd.dtype.kind in "fc" and \
+                getattr(xd.flags, "writeable", True):
+            backend = x.device._backend or x.device.backend
+            if backend.context is None:
+                getattr(backend.xp, _DIRECT[op])(xd, a, out=xd)
+            else:
+                backend.call(getattr(backend.xp, _DIRECT[op]), xd, a, out=xd)    # on x's GPU
+            x.version_counter()[0] += 1
+            return True
     if not isinstance(x, Tensor) or _recording(x, (other,)):
         return False
     try:
