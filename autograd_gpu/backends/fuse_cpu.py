@@ -486,7 +486,9 @@ def _ssa(steps, values, inputs, group):
 
 
 def _peephole(steps, values, keep):
-    """Cheaper calls for the same results: a float ``sum`` as ``add.reduce`` (no Python wrapper), and
+    """Cheaper calls for the same results: a float ``sum`` as ``add.reduce`` (no Python wrapper), a column
+    sum of a matrix as ``ones @ x`` (same sums, BLAS's order), a float matmul as ``np.matmul`` (an outer
+    product as a multiply), and
     ``broadcast_to`` dropped where every consumer is elementwise with the broadcast shape (the ufunc
     broadcasts by itself; the unused call is then removed)."""
     from ..compile.tracer import Ref
@@ -501,6 +503,16 @@ def _peephole(steps, values, keep):
               and set(s.kwargs) <= {"out"} and all(a.__class__ is Ref and values[a.vid].dtype in _FLOATS
                                                    for a in s.args)):
             s.fn = np.matmul           # what the backend's matmul calls for these dtypes, without its wrapper
+            a, b = (values[x.vid] for x in s.args)
+            if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1 and a.dtype == b.dtype:
+                s.fn = np.multiply     # (m, 1) @ (1, n): each element is one product, exactly; no BLAS call
+        if (_is_add_reduce(s.fn) and s.kind == "call" and len(s.args) == 1 and s.args[0].__class__ is Ref
+                and s.kwargs.get("axis") in (0, (0,)) and not s.kwargs.get("keepdims", False)
+                and set(s.kwargs) <= {"axis", "keepdims"}):
+            x = values[s.args[0].vid]
+            if x.ndim == 2 and x.shape[0] > 1 and x.shape[1] > 1 and x.dtype in _FLOATS:
+                # a bias gradient (column sums) as a BLAS product with ones: 3x faster than the strided reduction
+                s.fn, s.args, s.kwargs = np.matmul, (np.ones(x.shape[0], x.dtype), s.args[0]), {}
     for s in steps:
         if s.kind != "call" or not isinstance(s.outs, int) or s.outs in keep or s.kwargs or not s.args:
             continue
@@ -619,7 +631,12 @@ def _takes_out(s):
     if s.kind != "call" or s.kwargs.get("out") is not None or s.scalar or any(
             v.__class__ is Ref for k, v in s.kwargs.items()):
         return False
-    return getattr(s.fn, "__func__", None) is NumpyBackend.matmul or s.fn is np.matmul or s.fn is np.add.reduce
+    return getattr(s.fn, "__func__", None) is NumpyBackend.matmul or s.fn is np.matmul or _is_add_reduce(s.fn)
+
+
+def _is_add_reduce(fn):
+    """``np.add.reduce`` (each attribute access makes a new bound method, so ``is`` cannot tell)."""
+    return getattr(fn, "__self__", None) is np.add and getattr(fn, "__name__", None) == "reduce"
 
 
 register_fuser("numpy", NumpyFuser)
