@@ -164,7 +164,7 @@ def _linear_grads_direct(ctx, g, x, w):
     g = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
     gx = ctx.wrap(matmul(g, w) if x.ndim == 2 else matmul(g, w).reshape(x.shape)) if need_x else None
     gw = ctx.wrap(matmul(g.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))) if need_w else None
-    gb = ctx.wrap(ctx.xp.sum(g, axis=(0,))) if need_b else None
+    gb = ctx.wrap(matmul(ctx.xp.ones(g.shape[0], dtype=g.dtype), g)) if need_b else None  # BLAS: 2x a column sum
     return gx, gw, gb
 
 
@@ -860,6 +860,16 @@ def _softmax_rows(xp, s):
     return s
 
 
+def _laid_out_like(backend, a, shape):
+    """For matmul's out=: an empty array of ``shape`` whose axes lie in memory in the order of a's (the
+    heads of attention are strided views of a (N, L, H*E) projection, so results laid out as (N, L, H, E)
+    make the caller's permute and reshape back to (N, L, H*E) views, not copies); None (matmul allocates)
+    where the dims differ, or off the CPU, where cuBLAS wants its own layouts."""
+    if backend.name != "numpy" or len(shape) != a.ndim:
+        return None
+    return backend.xp.empty_like(a, shape=shape)
+
+
 class ScaledDotProductAttention(Function):
     # fused softmax(q k^T * scale + mask) [* dropout] @ v: two matmuls and a few in-place passes over the
     # (L, S) scores instead of six recorded ops; the probabilities are saved, so backward is two matmuls
@@ -874,7 +884,8 @@ class ScaledDotProductAttention(Function):
         p = _softmax_rows(xp, s)
         ctx.scale, ctx.keep, ctx.p = scale, keep, p
         ctx.save_for_backward(q, k, v, mask)
-        return ctx.wrap(backend.matmul(p if keep is None else p * keep, v.data))
+        out = _laid_out_like(backend, q.data, p.shape[:-1] + v.shape[-1:])
+        return ctx.wrap(backend.matmul(p if keep is None else p * keep, v.data, out=out))
 
     @staticmethod
     def backward(ctx, grad):
@@ -904,13 +915,19 @@ class ScaledDotProductAttention(Function):
     def _backward_arrays(ctx, grad, q, k, v, mask):
         """The backward above on arrays: dP and dS share one buffer, the scale goes on the (L, E) products."""
         need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
-        xp, mm = ctx.xp, (ctx.device._backend or ctx.device.backend).matmul
+        xp, backend = ctx.xp, ctx.device._backend or ctx.device.backend
+        mm = backend.matmul
         p, keep, g = ctx.p, ctx.keep, grad.data
         wrap = ctx.wrap
 
         def reduced(a, shape):         # the gradient of a broadcast input: summed back to its shape
             return _sum_to(wrap(a), shape)
-        gv = reduced(mm(xp.swapaxes(p if keep is None else p * keep, -1, -2), g), v.shape) if need_v else None
+
+        def product(a, b, like):       # a @ b, laid out in memory as the input it is the gradient of
+            return mm(a, b, out=_laid_out_like(backend, like, like.shape) if a.shape[:-1] + b.shape[-1:] == like.shape
+                      else None)
+        gv = reduced(product(xp.swapaxes(p if keep is None else p * keep, -1, -2), g, v.data), v.shape) if need_v \
+            else None
         if not (need_q or need_k or need_mask):
             return None, None, gv, None, None, None
         ds = mm(g, xp.swapaxes(v.data, -1, -2))           # dP, then dS = P * (dP - sum(dP * P)) in place
@@ -922,11 +939,11 @@ class ScaledDotProductAttention(Function):
         gmask = reduced(ds, mask.shape) if need_mask else None
         gq = gk = None
         if need_q:
-            gq = mm(ds, k.data)
+            gq = product(ds, k.data, q.data)
             gq *= ctx.scale
             gq = reduced(gq, q.shape)
         if need_k:
-            gk = mm(xp.swapaxes(ds, -1, -2), q.data)
+            gk = product(xp.swapaxes(ds, -1, -2), q.data, k.data)
             gk *= ctx.scale
             gk = reduced(gk, k.shape)
         return gq, gk, gv, gmask, None, None
