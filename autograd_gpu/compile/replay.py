@@ -8,6 +8,7 @@ steps; later calls with the signature run it on the holders' current arrays and 
 actions. A failed guard traces again; a function that cannot be traced, or whose guards keep failing,
 runs eagerly for that signature with one warning.
 """
+import builtins
 import functools
 import sys
 import warnings
@@ -28,12 +29,23 @@ MAX_RETRACES = 8         # guard failures per signature before it runs eagerly
 
 class _Entry:
     """One signature's program and what to do around it."""
-    __slots__ = ("program", "inputs", "actions", "outputs", "guard_fails", "rng")
+    __slots__ = ("program", "inputs", "actions", "outputs", "guard_fails", "rng", "gather", "bump")
 
     def __init__(self, program, inputs, actions, outputs, rng=()):
-        self.program, self.inputs, self.actions, self.outputs = program, inputs, actions, outputs
+        self.program, self.inputs, self.outputs = program, inputs, outputs
         self.guard_fails = 0
         self.rng = rng          # the backends whose generators the program draws from
+        # the program's input arrays read from the holders, and the version bumps, as generated code (one
+        # call each instead of a loop over (index, kind) pairs); the other actions stay a list
+        src = "def gather(H):\n    return (" + "".join(
+            f"H[{i}].data, " if kind == "data" else f"H[{i}]._grad.data, " for i, kind in inputs) + ")\n"
+        bumps = [a for a in actions if a[0] == "version"]
+        src += "def bump(H):\n" + "".join(f"    H[{i}].version_counter()[0] += {n}\n" for _, i, n in bumps) + \
+            "    return None\n"
+        glob = {}
+        exec(builtins.compile(src, "<ag.compile replay inputs>", "exec"), glob)
+        self.gather, self.bump = glob["gather"], glob["bump"]
+        self.actions = [a for a in actions if a[0] != "version"]
 
 
 class CompiledFunction:
@@ -257,18 +269,13 @@ class CompiledFunction:
     # -- replaying ---------------------------------------------------------------------------------
     def _replay(self, entry, st):
         holders = st.tensors
-        arrays = []
-        for i, kind in entry.inputs:
-            t = holders[i]
-            arrays.append(t.data if kind == "data" else t._grad.data)
-        finals = entry.program.run(arrays)
+        finals = entry.program.run(entry.gather(holders))
+        entry.bump(holders)
         for a in entry.actions:
             k = a[0]
             if k == "grad_new":
                 g = Tensor._make(finals[a[2]], holders[a[1]].device)
                 holders[a[1]]._grad = g
-            elif k == "version":
-                holders[a[1]].version_counter()[0] += a[2]
             elif k == "data":
                 holders[a[1]].data = _backends.as_ndarray(finals[a[2]])
             elif k == "grad_data":
