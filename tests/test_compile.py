@@ -533,6 +533,41 @@ def test_a_warm_replay_allocates_only_what_it_hands_out():
         close(got[1], (a + 1).mean(), rtol=1e-5)
 
 
+def test_small_step_rewrites_keep_eager_values():
+    """The moons step's rewrites: folded constants, -(c * mask) as (-c) * mask, the outer-product matmul of a
+    one-unit layer as a multiply, bias gradients as ones @ g (BLAS order: close, not bitwise)."""
+    rng = np.random.default_rng(5)
+    xa, ya = rng.standard_normal((100, 2)).astype(np.float32), np.sign(rng.standard_normal(100)).astype(np.float32)
+
+    def make():
+        ag.manual_seed(0)
+        return nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1))
+
+    m_c, m_e = make(), make()
+    x, y = ag.tensor(xa), ag.tensor(ya)
+
+    def step(model):
+        params = list(model.parameters())
+        for p in params:
+            p.grad = None
+        loss = F.relu(1 - y * model(x).reshape(-1)).mean() + 1e-4 * sum((p * p).sum() for p in params)
+        loss.backward()
+        with ag.no_grad():
+            for p in params:
+                p -= 0.1 * p.grad
+        return loss
+    cstep = ag.compile(lambda: step(m_c))
+    for _ in range(4):
+        close(cstep(), step(m_e), rtol=1e-6)
+        for pc, pe in zip(m_c.parameters(), m_e.parameters()):
+            close(pc, pe, rtol=1e-6, atol=1e-7)
+    assert " = -" not in cstep.programs()[-1].source       # the negation folded into the product
+    plain = ag.compile(lambda: step(m_e), fuse=False)
+    plain()
+    plain()
+    assert " = -" in plain.programs()[-1].source and plain.programs()[-1].n_steps > cstep.programs()[-1].n_steps
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_block_kernels_equal_eager_exactly_on_every_call(dtype, monkeypatch):
     """Runs with a transcendental function become block kernels: the same ufuncs as eager mode, block by

@@ -115,6 +115,9 @@ class State:
                     self.visit(h)                # the values a hook reads count too
 
     def visit(self, obj, depth=0):
+        if obj.__class__ in _SCALAR_CLASSES:     # the common case first: a set lookup, not isinstance on a tuple
+            self.values.append((obj.__class__, obj))
+            return
         if isinstance(obj, Tensor):
             self.add_tensor(obj)
             return
@@ -163,7 +166,8 @@ class State:
                     else:
                         self.visit(v, 1)
                 self.module_scalars.append(tuple(scalars) if not _slot_names(type(m)) else _scalars(m))
-                stack.extend(c for c in reversed(d["_modules"].values()) if c is not None)
+                if mods:
+                    stack.extend([c for c in reversed(mods.values()) if c is not None])
             return
         if isinstance(obj, Optimizer):
             if id(obj) in self._seen:
