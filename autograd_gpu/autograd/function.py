@@ -99,9 +99,16 @@ class Function:
         saved = self._saved
         if saved is None:
             return ()
-        for t in saved:    # common case: plain tensors never written in place since -> as saved
-            if t is not None and (t.__class__ is tuple or t._version is not None):
-                return self._unpack_saved(saved)
+        versions = self._saved_versions
+        i = 0
+        for t in saved:    # common case: tensors not written in place since they were saved -> as saved
+            if t is not None:
+                if t.__class__ is tuple:           # a saved output: rebuilt (and checked) by _unpack_saved
+                    return self._unpack_saved(saved)
+                v = t._version
+                if v is not None and v[0] != (0 if versions is None else versions[i]):
+                    return self._unpack_saved(saved)       # raises, naming the tensor
+            i += 1
         return saved
 
     def _unpack_saved(self, saved):

@@ -7,6 +7,7 @@ explicitly, so every backward here returns gradients already shaped like its inp
 """
 import cmath
 import math
+import operator as _operator
 
 from ..autograd.function import Function
 from ..autograd import function as _function
@@ -82,9 +83,11 @@ def _tensor_pair(a, b, op):
     return a, b
 
 
-def _binary(op, tensor_fn, scalar_fn, rscalar_fn, doc):
+def _binary(op, tensor_fn, scalar_fn, rscalar_fn, doc, array_fn=None):
     """The public wrapper of a binary op: Tensor <op> Tensor -> tensor_fn(a, b); Tensor <op> number
-    -> scalar_fn(t, c); number <op> Tensor -> rscalar_fn(t, c). Arrays are wrapped on the tensor's device."""
+    -> scalar_fn(t, c); number <op> Tensor -> rscalar_fn(t, c). Arrays are wrapped on the tensor's device.
+    ``array_fn(array, number)``: what scalar_fn's forward computes, run directly when nothing records
+    (no_grad, e.g. an optimizer's ``p.grad * lr``): no Function object for a result no graph keeps."""
     def f(a, b):
         if isinstance(a, Tensor):
             if isinstance(b, Tensor):
@@ -93,9 +96,13 @@ def _binary(op, tensor_fn, scalar_fn, rscalar_fn, doc):
                     a, b = _tensor_pair(a, b, op)      # align for the graph, or a clear shape error
                 return tensor_fn(a, b)
             c = b.__class__
-            if (c is float or c is int) and a.data.dtype.kind == "f" and (
-                    a.device._backend or a.device.backend).weak_scalars:
-                return scalar_fn(a, b)                 # the common case: float tensor, Python number
+            if (c is float or c is int) and a.data.dtype.kind == "f":
+                backend = a.device._backend or a.device.backend
+                if backend.weak_scalars:               # the common case: float tensor, Python number
+                    if array_fn is not None and not state.enabled and not _function._vmap and backend.context is None:
+                        ad = a.data
+                        return Tensor._make(array_fn(ad, _host_const(ad, b)), a.device)
+                    return scalar_fn(a, b)
             v = _number(b)
             if v is None:
                 return f(a, as_tensor(b, op, like=a))
@@ -411,9 +418,11 @@ def _swapped(fn):
     return g
 
 
-add = _binary("add", Add.apply, AddScalar.apply, AddScalar.apply, "a + b with broadcasting; either may be a Python number.")
+add = _binary("add", Add.apply, AddScalar.apply, AddScalar.apply, "a + b with broadcasting; either may be a Python number.",
+              _operator.add)
 sub = _binary("sub", Sub.apply, _sub_scalar, RSubScalar.apply, "a - b with broadcasting; either may be a Python number.")
-mul = _binary("mul", Mul.apply, MulScalar.apply, MulScalar.apply, "a * b with broadcasting; either may be a Python number.")
+mul = _binary("mul", Mul.apply, MulScalar.apply, MulScalar.apply, "a * b with broadcasting; either may be a Python number.",
+              _operator.mul)
 _div = _binary("div", Div.apply, DivScalar.apply, RDivScalar.apply, "")
 pow = _binary("pow", Pow.apply, PowScalar.apply, RPowScalar.apply, "a ** b; either may be a Python number.")
 maximum = _binary("maximum", _ordered_fn(Maximum.apply, "maximum"), lambda t, c: Maximum.apply(*_as_pair("")(t, c)),
