@@ -1,22 +1,20 @@
-"""The CPU fuser of ag.compile: numexpr kernels for runs of elementwise steps, and output buffers.
-
-Measured on this 2-core box (4M float32, ``(sigmoid(x)*x + x*x).sum()`` forward + backward, written
-as the ideal fused kernels; best of 20): numexpr 50 ms, NumPy with out= buffers 51 ms, numba
-(parallel, fastmath) 36 ms, PyTorch eager 127-199 ms (shared machine). numba is fastest as a hand
-written loop but compiles each generated kernel for about a second and does not broadcast; numexpr
-compiles an expression in microseconds, broadcasts, runs on every core and needs no temporaries, so
-it is the fuser; NumPy with out= buffers is the fallback when numexpr is not installed. Per kernel,
-on a quiet machine: a sigmoid is 8.9 ms in numexpr and 5.2 ms as NumPy's four SIMD passes, while
-``2*s*x*(s + (1-s)*s*x)`` is 8.2 ms in numexpr (2 threads) against about 8.5 ms as seven NumPy
-passes; so transcendental functions stay NumPy calls and numexpr fuses the arithmetic around them.
+"""The CPU fuser of ag.compile: block kernels and numexpr kernels for runs of elementwise steps, peepholes,
+and output buffers.
 
 A step is elementwise when it is a NumPy ufunc (or an operator, or the backend's sigmoid) on float32
-or float64 arrays of one dtype and Python numbers; only the arithmetic ones (+ - * / **, comparisons)
-are fused. A step's result is folded into its only consumer
-when neither escapes the program, nothing views it, and nothing writes the inputs of the folded
-expression in between. Results of elementwise steps that stay inside the program get buffers
-allocated once per program and reused by liveness (``out=``), so a warm replay allocates only what it
-hands out.
+or float64 arrays of one dtype, Python numbers and one-value constants. A step's result is folded into
+its consumer when neither escapes the program, nothing views it, and nothing writes the inputs of the
+folded expression in between. A run whose arrays all have the result's shape becomes a *block kernel*:
+eager mode's own ufuncs applied 128 KiB block by block into cached scratch buffers, split over the cores,
+transcendental functions included (NumPy's SIMD exp), shared subexpressions once per block; so the
+results are eager's bit for bit. A run that broadcasts becomes a numexpr kernel (arithmetic only).
+
+Measured on this 2-core box (4M float32 ``sigmoid(x)*x`` squared and summed, forward + backward, one
+thread, CPU ms): block kernel 11.1, a hand-written numba fastmath loop 15.8 (plus 0.4 s or more of JIT per
+kernel), NumPy sigmoid + numexpr arithmetic 23.9, numexpr alone 30.3. See docs/compile.md.
+
+Results of elementwise steps, matmuls and float sums that stay inside the program get buffers allocated
+once per program and reused by liveness (``out=``), so a warm replay allocates only what it hands out.
 """
 import operator
 import os
