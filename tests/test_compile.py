@@ -533,6 +533,34 @@ def test_a_warm_replay_allocates_only_what_it_hands_out():
         close(got[1], (a + 1).mean(), rtol=1e-5)
 
 
+def test_block_kernel_threads_follow_the_callers_error_settings_and_survive_fork(monkeypatch):
+    import multiprocessing
+    import sys
+    from autograd_gpu.backends import fuse_cpu
+    monkeypatch.setattr(fuse_cpu, "THREADS", 2)
+    x = ag.tensor(np.full(1 << 18, 200.0, np.float32))        # exp overflows in every block
+
+    @ag.compile
+    def f(t):
+        with ag.no_grad():
+            return ag.exp(t) * t + t * 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(2):
+            f(x)
+    assert "block kernel" in f.programs()[-1].source
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        f(x)                                                   # raised in whichever thread, as eager mode
+    if sys.platform.startswith("linux"):                       # a forked child makes its own worker threads
+        ctx = multiprocessing.get_context("fork")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p = ctx.Process(target=lambda: f(x))
+            p.start()
+            p.join(60)
+        assert p.exitcode == 0
+
+
 def test_small_step_rewrites_keep_eager_values():
     """The moons step's rewrites: folded constants, -(c * mask) as (-c) * mask, the outer-product matmul of a
     one-unit layer as a multiply, bias gradients as ones @ g (BLAS order: close, not bitwise)."""

@@ -234,15 +234,19 @@ class NumpyFuser:
 
 BLOCK_BYTES = 1 << 17    # a block kernel's working set per array: 128 KiB (32k float32), several fit in L2
 THREADS = os.cpu_count() or 1   # a block kernel splits its blocks over this many threads (ufuncs release the GIL)
-_workers = []
+_workers = {}
 
 
 def _pool():
-    """The block kernels' worker threads (THREADS - 1 of them; the calling thread runs one share)."""
-    if not _workers:
+    """The block kernels' worker threads (THREADS - 1 of them; the calling thread runs one share). One pool
+    per process: a forked child has none of its parent's threads, so it makes its own."""
+    pid = os.getpid()
+    pool = _workers.get(pid)
+    if pool is None:
         from concurrent.futures import ThreadPoolExecutor
-        _workers.append(ThreadPoolExecutor(max(1, THREADS - 1), thread_name_prefix="ag-block"))
-    return _workers[0]
+        _workers.clear()
+        pool = _workers[pid] = ThreadPoolExecutor(max(1, THREADS - 1), thread_name_prefix="ag-block")
+    return pool
 
 
 def _blockable(s, values):
@@ -332,8 +336,9 @@ def _blocked_kernel(e, s, values):
         full = glob["SCRATCH"][-1][0]
         glob["SCRATCH"][-1] = (full, tuple(t[:tail] for t in full))
     xs = [f"f{k}" for k in range(len(args))]
-    lines = [f"def part({', '.join(xs + ['fo'])}, lo0, hi0, full, short):",
-             "    for lo in range(lo0, hi0, B):",
+    lines = [f"def part({', '.join(xs + ['fo'])}, lo0, hi0, full, short, err):",
+             "    with np.errstate(**err):",          # the caller's error settings, in the workers too
+             "     for lo in range(lo0, hi0, B):",
              "        hi = lo + B"]
     if temps:
         lines.append(f"        {', '.join(temps)}, = full if hi <= hi0 else short")
@@ -342,16 +347,16 @@ def _blocked_kernel(e, s, values):
     lines.extend("        " + b for b in body)
     src = "\n".join(lines) + "\n"
     if has_sigmoid:       # exp overflows to inf for x << 0 and gives the right 0, as the backend's sigmoid
-        src = src.replace("    for lo in", "    with np.errstate(over='ignore'):\n     for lo in").replace(
-            "\n        ", "\n         ")
+        src = src.replace("    with np.errstate(**err):", "    with np.errstate(**{**err, 'over': 'ignore'}):")
     flat = [f"a{k}.reshape(-1)" for k in range(len(args))]          # a copy only if not contiguous
     src += "\n".join([
         f"def kernel({', '.join(f'a{k}' for k in range(len(args)))}, out=None):",
         "    if out is None:",
         "        out = np.empty(SHAPE, DT)",
         f"    fl = ({', '.join(flat + ['out.reshape(-1)'])},)",
-        "    pending = [pool().submit(part, *fl, BOUNDS[c], BOUNDS[c + 1], *SCRATCH[c]) for c in range(1, len(SCRATCH))]",
-        "    part(*fl, BOUNDS[0], BOUNDS[1], *SCRATCH[0])",
+        "    err = np.geterr()",
+        "    pending = [pool().submit(part, *fl, BOUNDS[c], BOUNDS[c + 1], *SCRATCH[c], err) for c in range(1, len(SCRATCH))]",
+        "    part(*fl, BOUNDS[0], BOUNDS[1], *SCRATCH[0], err)",
         "    for p in pending:",
         "        p.result()",
         "    return out"]) + "\n"
