@@ -347,3 +347,57 @@ def test_sdpa_with_no_queries_or_no_keys():
     out.sum().backward()
     assert q.grad.shape == (2, 3, 4) and not q.grad.numpy().any()
     assert F.scaled_dot_product_attention(ag.zeros(2, 0, 4), ag.ones(2, 3, 4), ag.ones(2, 3, 5)).shape == (2, 0, 5)
+
+
+LAYER_NORM_CASES = {                          # (input shape, normalized_shape, weight, bias)
+    "affine": ((2, 300, 256), (256,), True, True),     # more rows than one of the CPU backward's row blocks
+    "no_affine": ((4, 5, 6), (6,), False, False),
+    "two_dims": ((3, 4, 5, 6), (5, 6), True, False),
+    "whole_input": ((2, 3, 4), (2, 3, 4), True, True),
+}
+
+
+@pytest.mark.parametrize("case", list(LAYER_NORM_CASES))
+def test_layer_norm_matches_torch(case, device):
+    shape, ns, weight, bias = LAYER_NORM_CASES[case]
+    inputs = [rand(*shape)] + ([rand(*ns, seed=1)] if weight else []) + ([rand(*ns, seed=2)] if bias else [])
+
+    def fn(lib):
+        def ln(x, *wb):
+            w = wb[0] if weight else None
+            b = wb[-1] if bias else None
+            return lib.layer_norm(x, ns, w, b, 1e-5)
+        return ln
+    out, tout, ag_in, th_in = run_both(fn(F), fn(torch.nn.functional), inputs, device)
+    assert_matches(out, tout, ag_in, th_in)
+
+
+def test_layer_norm_weight_gradient_alone_and_empty_input():
+    x = ag.tensor(rand(6, 4).T)                                  # not contiguous
+    w = ag.tensor(np.ones(6), requires_grad=True)
+    F.layer_norm(x, (6,), w).sum().backward()
+    tw = torch.ones(6, dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.layer_norm(torch.tensor(rand(6, 4).T), (6,), tw).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12, atol=1e-12)
+    e = ag.zeros(0, 4, requires_grad=True)
+    F.layer_norm(e, (4,)).sum().backward()
+    assert e.grad.shape == (0, 4)
+
+
+def test_attention_heads_are_laid_out_like_the_projection_on_the_cpu():
+    # q, k, v as heads of one (N, L, 3E) projection: the output and the gradients come back laid out as
+    # (N, L, H, E), so the permute and reshape back to (N, L, H*E) are views, and the values are torch's
+    qkv = rand(2, 5, 3 * 2 * 4)
+    ours_qkv = ag.tensor(qkv, requires_grad=True)
+    theirs_qkv = torch.tensor(qkv, requires_grad=True)
+
+    def heads(t):
+        return [c.reshape(2, 5, 2, 4).permute(0, 2, 1, 3) for c in t.chunk(3, dim=-1)]
+    out = F.scaled_dot_product_attention(*heads(ours_qkv), is_causal=True)
+    tout = torch.nn.functional.scaled_dot_product_attention(*heads(theirs_qkv), is_causal=True)
+    assert out.numpy().transpose(0, 2, 1, 3).flags.c_contiguous
+    g = rand(2, 2, 5, 4, seed=3)
+    out.backward(ag.tensor(g))
+    tout.backward(torch.tensor(g))
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ours_qkv.grad.numpy(), theirs_qkv.grad.numpy(), rtol=1e-12, atol=1e-12)
