@@ -138,3 +138,38 @@ def test_recorded_update_on_the_second_gpu_while_the_first_is_current():
         h.mul_(w)                         # recorded: the old h is snapshot first
         h.sum().backward()
     assert_close(w.grad, np.array([6.0, 12.0], np.float32))
+
+
+def test_update_of_a_parameter_saved_by_a_graph_is_noticed_after_earlier_updates(device):
+    """saved_tensors compares versions without rebuilding: a parameter updated in place (by the fast
+    path) before the forward passes, one updated after it raises."""
+    w = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+    g = ag.tensor([0.5, 0.5], device=device)
+    with ag.no_grad():
+        w.sub_(g * 0.1)                   # w has a version counter now
+    y = (w * w).sum()
+    y.backward()
+    assert_close(w.grad, 2 * np.array([0.95, 1.95], np.float32))
+    y = (w * w).sum()
+    with ag.no_grad():
+        w.sub_(g)
+    with pytest.raises(RuntimeError, match="modified by an in-place"):
+        y.backward()
+
+
+def test_number_operands_under_no_grad_give_plain_results(device):
+    """tensor + number and tensor * number without a graph: NumPy's values and dtype, a new tensor
+    outside any graph, the operand untouched."""
+    a, _, x, _ = _pair(device)
+    w = ag.tensor(a, device=device, requires_grad=True)
+    with ag.no_grad():
+        for t in (x, w):
+            p, q = t * 0.1, t + 2
+            assert p.grad_fn is None and not p.requires_grad and p.dtype == ag.float32
+            assert_close(p, a * np.float32(0.1))
+            assert_close(q, a + np.float32(2))
+            assert p.data is not t.data and q.data is not t.data
+    assert_close(w, a)
+    y = (w * 0.1).sum()                   # recording again: the gradient flows
+    y.backward()
+    assert_close(w.grad, np.full_like(a, 0.1))
