@@ -401,3 +401,32 @@ def test_attention_heads_are_laid_out_like_the_projection_on_the_cpu():
     tout.backward(torch.tensor(g))
     np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(ours_qkv.grad.numpy(), theirs_qkv.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("L, how", [(64, "is_causal"), (130, "mask"), (100, "is_causal")])
+def test_causal_attention_in_row_blocks_matches_torch(L, how, device):
+    # L >= 64 with the causal mask (is_causal, or an attn_mask equal to it) takes the CPU's row-block path
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(L, dtype=torch.float64).numpy()
+    kw = {"is_causal": True} if how == "is_causal" else {}
+    out, tout, ag_in, th_in = run_both(
+        lambda q, k, v, attn_mask=None: F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, **kw),
+        lambda q, k, v, attn_mask=None: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+        [rand(2, 3, L, 8, seed=0), rand(2, 3, L, 8, seed=1), rand(2, 3, L, 5, seed=2)], device,
+        attn_mask=None if how == "is_causal" else mask)
+    assert_matches(out, tout, ag_in, th_in)
+
+
+def test_causal_attention_in_row_blocks_differentiates_twice():
+    # against the same attention composed of recorded ops (matmul, softmax), which differentiates twice
+    mask = ag.tensor(torch.nn.Transformer.generate_square_subsequent_mask(64, dtype=torch.float64).numpy())
+
+    def composed(q, k, v):
+        return ag.matmul(F.softmax(ag.matmul(q, k.swapaxes(-1, -2)) * 0.5 + mask, dim=-1), v)
+    grads = []
+    for attention in (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), composed):
+        q, k, v = (ag.tensor(rand(1, 2, 64, 4, seed=i), requires_grad=True) for i in range(3))
+        gq, = ag.autograd.grad((attention(q, k, v) ** 2).sum(), q, create_graph=True)
+        (gq ** 2).sum().backward()
+        grads.append([t.numpy() for t in (gq, q.grad, k.grad, v.grad)])
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)

@@ -898,12 +898,16 @@ class ScaledDotProductAttention(Function):
     def forward(ctx, q, k, v, mask, scale, keep):
         xp, backend = ctx.xp, ctx.device._backend or ctx.device.backend
         qs = q.data * scale        # the scale on q, not on the scores (fewer elements when S > E); the
-        s = backend.matmul(qs, xp.swapaxes(k.data, -1, -2))     # backward's dK = dS^T @ (q * scale) reuses it
+        ctx.scale, ctx.keep, ctx.qs = scale, keep, qs                # backward's dK = dS^T @ (q * scale) reuses it
+        ctx.save_for_backward(q, k, v, mask)
+        ctx.blocks = _causal_blocks(backend, q, k, v, mask, keep, ctx.needs_input_grad[3])
+        if ctx.blocks is not None:
+            ctx.p, out = _causal_forward(backend, ctx.blocks, qs, k.data, v.data)
+            return ctx.wrap(out)
+        s = backend.matmul(qs, xp.swapaxes(k.data, -1, -2))
         if mask is not None:
             s += mask.data
-        p = _softmax_rows(xp, s)
-        ctx.scale, ctx.keep, ctx.p, ctx.qs = scale, keep, p, qs
-        ctx.save_for_backward(q, k, v, mask)
+        p = ctx.p = _softmax_rows(xp, s)
         out = _laid_out_like(backend, q.data, p.shape[:-1] + v.shape[-1:])
         return ctx.wrap(backend.matmul(p if keep is None else p * keep, v.data, out=out))
 
@@ -939,6 +943,11 @@ class ScaledDotProductAttention(Function):
         mm = backend.matmul
         p, keep, g = ctx.p, ctx.keep, grad.data
         wrap = ctx.wrap
+        if ctx.blocks is not None:
+            gq, gk, gv = _causal_backward(backend, ctx.blocks, p, g, ctx.qs, k.data, v.data, (need_q, need_k, need_v))
+            if need_q:
+                gq *= ctx.scale
+            return tuple(None if a is None else wrap(a) for a in (gq, gk, gv)) + (None, None, None)
 
         def reduced(a, shape):         # the gradient of a broadcast input: summed back to its shape
             return _sum_to(wrap(a), shape)
@@ -965,6 +974,75 @@ class ScaledDotProductAttention(Function):
         if need_k:
             gk = reduced(product(xp.swapaxes(ds, -1, -2), ctx.qs, k.data), k.shape)
         return gq, gk, gv, gmask, None, None
+
+
+# Causal attention on the CPU skips the keys a query cannot see: the queries in CAUSAL_BLOCKS row blocks,
+# block i against keys [0, end of block i) only, so the scores, softmax and products cover 10/16 of the
+# (L, L) square with 4 blocks (PyTorch's CPU kernel for is_causal skips them too). Taken when the additive
+# mask is exactly the causal one (is_causal, or an attn_mask equal to it, as a TransformerEncoderLayer
+# given generate_square_subsequent_mask passes), L == S >= 64, no dropout, same batch dims, on NumPy.
+CAUSAL_BLOCKS = 4
+_causal_masks = {}
+
+
+def _causal_blocks(backend, q, k, v, mask, keep, need_mask):
+    """The query row blocks [(r0, r1), ...] when the blocked causal path applies, else None."""
+    L = q.shape[-2]
+    if (backend.name != "numpy" or mask is None or need_mask or keep is not None or L < 64 or k.shape[-2] != L
+            or mask.shape != (L, L) or not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
+        return None
+    key = (L, mask.dtype)
+    causal = _causal_masks.get(key)
+    if causal is None:
+        causal = _causal_masks[key] = backend.xp.triu(backend.xp.full((L, L), -math.inf, dtype=mask.dtype), 1)
+    if not backend.xp.array_equal(mask.data, causal):
+        return None
+    b = -(-L // CAUSAL_BLOCKS)
+    return [(r0, builtins.min(L, r0 + b)) for r0 in range(0, L, b)]
+
+
+def _causal_forward(backend, blocks, qs, k, v):
+    """(probabilities of each row block, output): softmax(qs k^T + causal mask) @ v block by block."""
+    xp, mm = backend.xp, backend.matmul
+    out = _laid_out_like(backend, qs, qs.shape[:-1] + v.shape[-1:])
+    ps = []
+    for r0, r1 in blocks:
+        s = mm(qs[..., r0:r1, :], xp.swapaxes(k[..., :r1, :], -1, -2))       # (..., block, r1)
+        s[..., r0:] += _causal_masks[(qs.shape[-2], s.dtype)][:r1 - r0, :r1 - r0]
+        ps.append(_softmax_rows(xp, s))
+        mm(s, v[..., :r1, :], out=out[..., r0:r1, :])
+    return ps, out
+
+
+def _causal_backward(backend, blocks, ps, g, qs, k, v, needs):
+    """(dq / scale, dk, dv) of the blocked causal attention; the last block (all keys) writes dk and dv
+    whole, the earlier ones add into their leading keys."""
+    xp, mm = backend.xp, backend.matmul
+    need_q, need_k, need_v = needs
+    gq = _laid_out_like(backend, qs, qs.shape) if need_q else None
+    gk = _laid_out_like(backend, k, k.shape) if need_k else None
+    gv = _laid_out_like(backend, v, v.shape) if need_v else None
+    for (r0, r1), p in reversed(list(zip(blocks, ps))):
+        gi, whole = g[..., r0:r1, :], r1 == qs.shape[-2]
+        if need_v:
+            _into(mm, xp.swapaxes(p, -1, -2), gi, gv, r1, whole)
+        if need_q or need_k:
+            ds = mm(gi, xp.swapaxes(v[..., :r1, :], -1, -2))     # dP, then dS = P * (dP - sum(dP * P))
+            ds -= xp.einsum("...ij,...ij->...i", ds, p)[..., None]
+            ds *= p
+            if need_q:
+                mm(ds, k[..., :r1, :], out=gq[..., r0:r1, :])
+            if need_k:
+                _into(mm, xp.swapaxes(ds, -1, -2), qs[..., r0:r1, :], gk, r1, whole)
+    return gq, gk, gv
+
+
+def _into(mm, a, b, out, r1, whole):
+    """out = a @ b when ``whole``, else out[..., :r1, :] += a @ b."""
+    if whole:
+        mm(a, b, out=out)
+    else:
+        out[..., :r1, :] += mm(a, b)
 
 
 def _attn_mask(mask, q, op):
