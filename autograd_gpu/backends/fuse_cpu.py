@@ -233,7 +233,9 @@ class NumpyFuser:
 
 
 BLOCK_BYTES = 1 << 17    # a block kernel's working set per array: 128 KiB (32k float32), several fit in L2
-THREADS = os.cpu_count() or 1   # a block kernel splits its blocks over this many threads (ufuncs release the GIL)
+# a block kernel splits its blocks over this many threads (ufunc loops release the GIL): the cores this
+# process may run on, at most 8 (memory bandwidth, not cores, bounds these kernels beyond that)
+THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 _workers = {}
 
 
