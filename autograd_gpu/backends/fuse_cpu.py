@@ -505,10 +505,10 @@ def _peephole(steps, values, keep):
                 and s.args[0].__class__ is Ref and values[s.args[0].vid].dtype in _FLOATS and len(s.args) == 1):
             s.fn = np.add.reduce
         elif (getattr(s.fn, "__func__", None) is NumpyBackend.matmul and s.kind == "call" and len(s.args) == 2
-              and set(s.kwargs) <= {"out"} and all(a.__class__ is Ref and values[a.vid].dtype in _FLOATS
-                                                   for a in s.args)):
+              and set(s.kwargs) <= {"out"} and any(a.__class__ is Ref for a in s.args)
+              and all(a.dtype in _FLOATS for a in _operands(s.args, values))):
             s.fn = np.matmul           # what the backend's matmul calls for these dtypes, without its wrapper
-            a, b = (values[x.vid] for x in s.args)
+            a, b = _operands(s.args, values)
             if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1 and a.dtype == b.dtype:
                 s.fn = np.multiply     # (m, 1) @ (1, n): each element is one product, exactly; no BLAS call
         if (_is_add_reduce(s.fn) and s.kind == "call" and len(s.args) == 1 and s.args[0].__class__ is Ref
@@ -669,6 +669,21 @@ def _takes_out(s):
             v.__class__ is Ref for k, v in s.kwargs.items()):
         return False
     return getattr(s.fn, "__func__", None) is NumpyBackend.matmul or s.fn is np.matmul or _is_add_reduce(s.fn)
+
+
+def _operands(args, values):
+    """The arrays behind a step's arguments (a folded constant is its own value; anything else a stand-in
+    with no float dtype)."""
+    from ..compile.tracer import Ref
+    return [values[a.vid] if a.__class__ is Ref else a if a.__class__ is np.ndarray else _NOT_ARRAY for a in args]
+
+
+class _NotArray:
+    dtype = None
+    ndim = -1
+
+
+_NOT_ARRAY = _NotArray()
 
 
 def _is_add_reduce(fn):
