@@ -246,3 +246,25 @@ def test_an_in_place_edit_of_the_lstm_output_is_refused_by_backward():
     out.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an in-place operation"):
         out.sum().backward()
+
+
+def test_lstm_work_arrays_are_reused_only_once_released():
+    # the CPU fast path recycles its per-sequence arrays: one a caller (or a saved graph) still holds
+    # must never be handed out again, and recycled ones must give the same results
+    ag.manual_seed(0)
+    lstm = nn.LSTM(4, 8, num_layers=2)
+    x = ag.tensor(np.random.default_rng(0).normal(size=(9, 3, 4)), requires_grad=True)
+    out1, (h1, c1) = lstm(x)
+    kept = [t.numpy().copy() for t in (out1, h1, c1)]
+    out2, _ = lstm(x * 2.0)                            # while out1 and its graph are alive
+    for t, k in zip((out1, h1, c1), kept):
+        np.testing.assert_array_equal(t.numpy(), k)
+    out1.sum().backward()
+    g1 = x.grad.numpy().copy()
+    del out1, out2, h1, c1
+    for _ in range(2):                                 # released: reused, same values and gradients
+        x.grad = None
+        out, (h, c) = lstm(x)
+        np.testing.assert_array_equal(out.numpy(), kept[0])
+        out.sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), g1)
