@@ -218,12 +218,11 @@ class _Recycled:
         if backend.name != "numpy":
             return xp.empty(shape, dtype=dtype)
         with self._lock:              # two threads must not both take the same free array
-            for i in range(len(self._arrays)):
-                a = self._arrays[i]
-                # references: the list's, a's, getrefcount's argument; any more is a user's (not enumerate:
-                # its result tuple holds one more)
-                if a.shape == shape and a.dtype == dtype and sys.getrefcount(a) == 3:
-                    self._arrays.append(self._arrays.pop(i))       # most recently used last
+            arrays = self._arrays
+            for i in range(len(arrays)):
+                if _refs(arrays, i) == _FREE and arrays[i].shape == shape and arrays[i].dtype == dtype:
+                    a = arrays.pop(i)
+                    arrays.append(a)                               # most recently used last
                     return a
             a = xp.empty(shape, dtype=dtype)
             if a.nbytes <= self._max_bytes:
@@ -233,6 +232,12 @@ class _Recycled:
             return a
 
 
+def _refs(arrays, i):
+    """The reference count of arrays[i] (as CPython reports it from here)."""
+    return sys.getrefcount(arrays[i])
+
+
+_FREE = (lambda arrays: _refs(arrays, 0))([object()])   # an item only its list holds, counted the same way
 _recycled = _Recycled()
 
 
