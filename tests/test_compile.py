@@ -869,3 +869,64 @@ def test_partials_and_slotted_objects_are_not_baked_in():
     cf = ag.compile(f)
     got = [float(cf(x, functools.partial(scale, s=k), _Slotted(k)).numpy()) for k in (1.0, 2.0, 3.0)]
     assert got == [float(f(x, functools.partial(scale, s=k), _Slotted(k)).numpy()) for k in (1.0, 2.0, 3.0)]
+
+
+def test_changes_between_fast_path_replays_retrace():
+    # each change comes after two calls with the same state, so the call after it finds a fast-path record
+    # (compile/state.py, Watch): the identity recheck, or Module's state_version counter, must see it
+    model = nn.Linear(3, 2)
+    extra = [ag.tensor([1.0, 2.0])]
+    cfg = {"scale": 2.0}
+
+    def f(x):
+        with ag.no_grad():
+            out = model(x) * cfg["scale"]
+            for t in extra:
+                out = out + t
+            return out.sum()
+    cf = ag.compile(f)
+    x = ag.ones(4, 3)
+
+    def registry():
+        model._parameters["bias"] = nn.Parameter(ag.tensor([5.0, -1.0]))
+
+    def setattr_():
+        model.weight = nn.Parameter(ag.ones(2, 3))
+    changes = [lambda: None, registry, lambda: extra.append(ag.tensor([3.0, 3.0])),
+               lambda: cfg.__setitem__("scale", 3.0), setattr_, lambda: extra.pop()]
+    for change in changes:
+        change()
+        for _ in range(3):
+            close(cf(x), f(x))
+    assert cf.stats["traces"] == len(changes)
+
+
+def test_an_argument_that_is_also_state_on_some_calls_is_never_mixed_up():
+    model = nn.Linear(2, 2)
+
+    def g(w):
+        with ag.no_grad():
+            w += 1.0                                # the model's weight when w is it
+            return (model.weight * 1.0).sum()
+    cg = ag.compile(g)
+    x = ag.ones(2, 2)
+    for t in [x, x, x, model.weight, model.weight, model.weight, x, x, model.weight]:
+        got = cg(t).item()
+        np.testing.assert_allclose(got, model.weight.numpy().sum(), rtol=1e-6)
+
+
+def test_train_and_eval_between_fast_path_replays_retrace():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    x = ag.ones(8, 4)
+
+    def f(x):
+        with ag.no_grad():
+            return model(x).sum()
+    cf = ag.compile(f)
+    for mode in (True, False, True, False):
+        model.train(mode)
+        for _ in range(3):
+            ag.manual_seed(3)
+            got = cf(x).item()
+            ag.manual_seed(3)
+            np.testing.assert_allclose(got, f(x).item(), rtol=1e-5)

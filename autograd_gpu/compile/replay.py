@@ -19,12 +19,25 @@ from .. import backends as _backends
 from ..backends.fusers import get_fuser
 from .tracer import Tracer, Traced, Untraceable, tracing, active
 from .program import build_program, GuardFailed
-from .state import find_state, signature, bindings, shares_memory
+from .state import find_state, signature, dynamic_signature, plain_args, Watch, bindings, shares_memory
 
 __all__ = ["compile", "CompiledFunction"]
 
 _EAGER = "eager"
 MAX_RETRACES = 8         # guard failures per signature before it runs eagerly
+MAX_FAST_MISSES = 8      # fast-path checks failing in a row before a function stops keeping one
+
+
+class _Fast:
+    """The last call's walk, kept so that the next call can skip it: when every object the walk read is
+    unchanged (``Watch.same``) and the dynamic part of the signature is equal, the call has the last call's
+    signature, and its holders are its argument tensors followed by the last walk's state tensors."""
+    __slots__ = ("watch", "dyn", "sig", "entry", "n_args", "state_tensors")
+
+    def __init__(self, watch, sig, entry, n_args, state_tensors):
+        self.watch, self.sig, self.entry = watch, sig, entry
+        self.dyn = sig[0]
+        self.n_args, self.state_tensors = n_args, state_tensors
 
 
 class _Entry:
@@ -61,6 +74,8 @@ class CompiledFunction:
         self._last = None                 # the entry at the end of _cache (most recently used)
         self._retraces = {}
         self._warned = set()
+        self._fast = None                 # _Fast of the last call, or None
+        self._fast_misses = 0
         self.stats = {"traces": 0, "replays": 0, "eager": 0, "guard_failures": 0}
         functools.update_wrapper(self, fn)
 
@@ -91,12 +106,25 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if active() is not None:                 # called while another compiled function traces: inline
             return self.fn(*args, **kwargs)
+        fast = self._fast
+        if fast is not None:
+            arg_tensors = plain_args(args, kwargs)
+            if arg_tensors is not None and len(arg_tensors) == fast.n_args and fast.watch.same():
+                holders = arg_tensors + fast.state_tensors if arg_tensors else fast.state_tensors
+                if dynamic_signature(args, kwargs, holders) == fast.dyn:
+                    self._fast_misses = 0
+                    return self._run(fast.sig, fast.entry, holders, args, kwargs)
+            self._fast = None
+            self._fast_misses += 1
         n_args, st = find_state(self.fn, args, kwargs)
         if st.refuse is not None:
             self._warn(f"{st.refuse}; these calls run eagerly")
             self.stats["eager"] += 1
             return self.fn(*args, **kwargs)
         sig = signature(args, kwargs, n_args, st)
+        # the walk's snapshot, taken before the call changes anything (when a fast path may follow)
+        watch = Watch(st.watch) if (st.fast_ok and self._fast_misses < MAX_FAST_MISSES and
+                                    plain_args(args, kwargs) is not None) else None
         entry = self._cache.get(sig)
         if entry is _EAGER:
             self.stats["eager"] += 1
@@ -105,25 +133,38 @@ class CompiledFunction:
             if entry is not self._last:           # already the most recent: no second lookup of the key
                 self._cache.move_to_end(sig)
                 self._last = entry
-            rng = [(b, b.get_rng_state()) for b in entry.rng]
-            try:
-                out = self._replay(entry, st)
-                self.stats["replays"] += 1
-                return out
-            except GuardFailed as e:
-                for b, state in rng:             # the trace (or eager call) that follows draws them again
-                    b.set_rng_state(state)
-                self.stats["guard_failures"] += 1
-                n = self._retraces[sig] = self._retraces.get(sig, 0) + 1
-                if n >= MAX_RETRACES:
-                    self._store(sig, _EAGER)
-                    self._warn(f"a value read at {e.where} keeps changing between calls ({n} retraces); "
-                               "this signature now runs eagerly")
-                    self.stats["eager"] += 1
-                    return self.fn(*args, **kwargs)
-        return self._trace(sig, st, n_args, args, kwargs)
+            out = self._run(sig, entry, st.tensors, args, kwargs)
+        else:
+            out = self._trace(sig, st, n_args, args, kwargs)
+        entry = self._cache.get(sig)
+        if watch is not None and entry.__class__ is _Entry and entry is self._last:
+            self._fast = _Fast(watch, sig, entry, n_args, st.tensors[n_args:])
+        return out
+
+    def _run(self, sig, entry, holders, args, kwargs):
+        """Replay ``entry``; a failed guard traces again (or, past MAX_RETRACES, runs eagerly)."""
+        rng = [(b, b.get_rng_state()) for b in entry.rng] if entry.rng else ()
+        try:
+            out = self._replay(entry, holders)
+            self.stats["replays"] += 1
+            return out
+        except GuardFailed as e:
+            for b, state in rng:             # the trace (or eager call) that follows draws them again
+                b.set_rng_state(state)
+            self.stats["guard_failures"] += 1
+            n = self._retraces[sig] = self._retraces.get(sig, 0) + 1
+            if n >= MAX_RETRACES:
+                self._store(sig, _EAGER)
+                self._warn(f"a value read at {e.where} keeps changing between calls ({n} retraces); "
+                           "this signature now runs eagerly")
+                self.stats["eager"] += 1
+                return self.fn(*args, **kwargs)
+        self._fast = None
+        n_args, st = find_state(self.fn, args, kwargs)         # a new walk: the trace needs its state
+        return self._trace(signature(args, kwargs, n_args, st), st, n_args, args, kwargs)
 
     def _store(self, sig, entry):
+        self._fast = None                        # the fast path's entry may be the one replaced
         self._cache[sig] = entry
         self._cache.move_to_end(sig)
         self._last = entry
@@ -267,8 +308,7 @@ class CompiledFunction:
         raise Untraceable(f"the function returns a {type(out).__name__}, which compile does not rebuild")
 
     # -- replaying ---------------------------------------------------------------------------------
-    def _replay(self, entry, st):
-        holders = st.tensors
+    def _replay(self, entry, holders):
         finals = entry.program.run(entry.gather(holders))
         entry.bump(holders)
         for a in entry.actions:

@@ -11,19 +11,29 @@ import functools
 import inspect
 import sys
 import types
+from operator import is_not as _is_not
 
 from ..tensor import Tensor
 from .. import backends as _backends
 from ..autograd.grad_mode import state as _grad_state
 from ..dtypes import get_default_dtype
 
-__all__ = ["find_state", "signature", "Binding"]
+__all__ = ["find_state", "signature", "dynamic_signature", "plain_args", "Watch", "Binding"]
 
 MAX_ARRAY_KEY = 4096     # raw arrays up to this size are compared by value on each call; bigger ones run eagerly
 _SCALARS = (int, float, complex, bool, str, bytes, type(None))
 
 
 _classes = []
+_version = []
+
+
+def _module_version():
+    """Module's state_version counter (nn imports this package's tracer: imported on first use)."""
+    if not _version:
+        from ..nn.module import state_version
+        _version.append(state_version)
+    return _version[0]
 
 
 def _classes_now():
@@ -62,16 +72,19 @@ def _code_names(code, out):
             _code_names(c, out)
 
 
-def roots(fn):
-    """The objects a function reaches besides its arguments."""
+def roots(fn, watch=None):
+    """The objects a function reaches besides its arguments. ``watch`` (a list) gets what was read, for
+    the cheap recheck of later calls (``Watch``)."""
     objs = []
     f = fn
     if inspect.ismethod(fn):
         objs.append(fn.__self__)
-        f = fn.__func__
+        f = fn.__func__                      # a bound method's __self__ and __func__ are read-only
     elif not inspect.isfunction(fn) and callable(fn):
         objs.append(fn)                      # a module or another callable object
         f = getattr(type(fn), "__call__", None)
+        if watch is not None:
+            watch.append(("call", fn, None))
     code = getattr(f, "__code__", None)
     if code is None:
         return objs
@@ -89,6 +102,8 @@ def roots(fn):
         names = _names[code] = sorted(names)
     g = getattr(f, "__globals__", {})
     objs.extend(g[n] for n in names if n in g)
+    if watch is not None:
+        watch.append(("fn", f, tuple(names)))
     return objs
 
 
@@ -105,14 +120,22 @@ class State:
         self.values = []              # Python numbers reached (a closure's or a global's float): may be baked in
         self.refuse = None            # why the call cannot be compiled safely (a big raw array), else None
         self._seen = set()
+        # what the walk read (kind, object, detail), so that a later call can check by identity that the
+        # walk would find the same (Watch); fast_ok is False when that check would not be enough
+        self.watch = []
+        self.fast_ok = True
+        self._arg_ids = None
 
     def add_tensor(self, t):
-        if id(t) not in self._seen:
-            self._seen.add(id(t))
-            self.tensors.append(t)
-            if t._hooks or t._post_acc_hooks:
-                for h in [*(t._hooks or ()), *(t._post_acc_hooks or ())]:
-                    self.visit(h)                # the values a hook reads count too
+        if id(t) in self._seen:
+            if self._arg_ids is not None and id(t) in self._arg_ids:
+                self.fast_ok = False             # an argument is also state: the recheck cannot see that
+            return
+        self._seen.add(id(t))
+        self.tensors.append(t)
+        if t._hooks or t._post_acc_hooks:
+            for h in [*(t._hooks or ()), *(t._post_acc_hooks or ())]:
+                self.visit(h)                    # the values a hook reads count too
 
     def visit(self, obj, depth=0):
         if obj.__class__ in _SCALAR_CLASSES:     # the common case first: a set lookup, not isinstance on a tuple
@@ -127,7 +150,7 @@ class State:
         if isinstance(obj, types.FunctionType):
             if id(obj) not in self._seen and _user_code(obj):
                 self._seen.add(id(obj))          # a helper the function calls: its globals and closure count too
-                for o in roots(obj):
+                for o in roots(obj, self.watch):
                     self.visit(o)
             return
         if isinstance(obj, (types.ModuleType, type)):
@@ -143,11 +166,16 @@ class State:
                 self.modules.append(m)
                 self.visit_class(type(m))
                 d = m.__dict__
+                w = self.watch
+                w.append(("module", m, _slot_names(type(m))))
+                w.append(("dict", d["_parameters"], None))
+                w.append(("dict", d["_buffers"], None))
+                w.append(("dict", d["_modules"], None))
                 for t in d["_parameters"].values():
-                    if t is not None and id(t) not in seen:
+                    if t is not None:
                         self.add_tensor(t)
                 for t in d["_buffers"].values():
-                    if t is not None and id(t) not in seen:
+                    if t is not None:
                         self.add_tensor(t)
                 mods = d["_modules"]
                 scalars = []                     # what _scalars(m) gives, gathered in the same pass
@@ -161,8 +189,7 @@ class State:
                     if k in _MODULE_SLOTS or k in mods:
                         continue
                     if isinstance(v, Tensor):
-                        if id(v) not in seen:
-                            self.add_tensor(v)
+                        self.add_tensor(v)
                     else:
                         self.visit(v, 1)
                 self.module_scalars.append(tuple(scalars) if not _slot_names(type(m)) else _scalars(m))
@@ -174,6 +201,18 @@ class State:
                 return
             self._seen.add(id(obj))
             self.optimizers.append(obj)
+            w = self.watch
+            w.append(("attrs", obj, ("__class__", "param_groups", "state")))
+            w.append(("seq", obj.param_groups, None))
+            w.append(("keys", obj.state, None))
+            dyn_opts, dyn_state = getattr(obj, "_dynamic_options", ()), getattr(obj, "_dynamic_state", ())
+            for g in obj.param_groups:
+                w.append(("dict_skip", g, dyn_opts))
+                w.append(("seq", g["params"], None))
+                for p in g["params"]:
+                    s = obj.state.get(p)
+                    if s is not None:
+                        w.append(("dict_skip", s, dyn_state))
             for g in obj.param_groups:
                 for p in g["params"]:
                     self.add_tensor(p)
@@ -182,9 +221,12 @@ class State:
                             self.add_tensor(v)
             return
         if depth < 2 and isinstance(obj, (list, tuple)):
+            if obj.__class__ is not tuple:
+                self.watch.append(("seq", obj, None))
             for x in obj:
                 self.visit(x, depth + 1)
         elif depth < 2 and isinstance(obj, dict):
+            self.watch.append(("dict", obj, None))
             for x in obj.values():
                 self.visit(x, depth + 1)
         elif obj.__class__ in _SETS:
@@ -196,18 +238,21 @@ class State:
         elif _value_like(obj):
             self.values.append((obj.__class__, obj))
         elif obj.__class__ is functools.partial:
+            self.watch.append(("dict", obj.keywords, None))
             for x in (obj.func, *obj.args, *obj.keywords.values()):
                 self.visit(x, depth)
         elif depth < 2 and (hasattr(obj, "__dict__") or _slot_names(obj.__class__)) and \
                 id(obj) not in self._seen and (not callable(obj) or _user_code(type(obj))):
             self._seen.add(id(obj))
             self.objects.append(obj)
+            self.watch.append(("obj", obj, _slot_names(obj.__class__)))
             self.visit_class(type(obj))
             for x in _attrs(obj).values():     # a plain object holding a model and its optimizer
                 self.visit(x, depth + 1)
 
     def visit_array(self, obj):
         """A raw NumPy/CuPy array (not a Tensor) is a constant of the program: its contents key the call."""
+        self.fast_ok = False                     # its contents can change in place: no identity recheck
         if obj.size <= MAX_ARRAY_KEY:
             self.values.append((obj.shape, obj.dtype.str, _backends.to_numpy(obj).tobytes()))
         elif self.refuse is None:
@@ -223,6 +268,7 @@ class State:
             return
         self._seen.add(id(cls))
         for k in user:
+            self.watch.append(("cls", k, None))
             for name, v in list(vars(k).items()):
                 if isinstance(v, (staticmethod, classmethod)):
                     v = v.__func__
@@ -259,9 +305,105 @@ def find_state(fn, args, kwargs):
     for a in kwargs.values():
         st.visit(a)
     n_args = len(st.tensors)
-    for o in roots(fn):
+    st._arg_ids = {id(t) for t in st.tensors}
+    for o in roots(fn, st.watch):
         st.visit(o)
     return n_args, st
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<missing>"
+
+
+_MISSING = _Missing()
+
+
+def _cell(c):
+    try:
+        return c.cell_contents
+    except ValueError:
+        return _MISSING
+
+
+class Watch:
+    """Everything a state walk read, taken again cheaply: ``same()`` says whether every closure value, global,
+    default, module attribute and registry entry, list and dict item, class attribute and optimizer option
+    or state entry the walk read is still the very object it read (one generated function builds the tuple
+    of them, compared item by item with ``is``). When it is, a new walk would find the same modules,
+    optimizers, tensors and Python values, so the call's signature differs from the walk's only in what
+    ``dynamic_signature`` computes again on every call (arguments, switches, the tensors' shapes, layouts,
+    gradients, hooks and aliasing). The snapshot holds strong references, so no object it compares can be
+    replaced by a new one at the same address."""
+
+    __slots__ = ("objs", "read", "snap", "version", "modules")
+
+    def __init__(self, watch):
+        self.objs = tuple(o for _, o, _ in watch)
+        # a module's __dict__ (its plain attributes, train/eval flag) is rechecked through the counter that
+        # Module.__setattr__, __delattr__, register_* and train() bump; its registries by their contents
+        self.modules = any(k == "module" for k, _, _ in watch)
+        self.version = _module_version()[0]
+        src = _watch_source(watch)
+        read = _readers.get(src)
+        if read is None:
+            glob = {"M": _MISSING, "C": _cell}
+            exec(compile(src, "<ag.compile state check>", "exec"), glob)
+            read = _readers[src] = glob["read"]
+        self.read = read
+        self.snap = read(self.objs)
+
+    def same(self):
+        if self.modules and _module_version()[0] != self.version:
+            return False
+        try:
+            cur = self.read(self.objs)
+        except Exception:                        # an attribute or cell gone: the walk would differ
+            return False
+        return len(cur) == len(self.snap) and not any(map(_is_not, cur, self.snap))
+
+
+_readers = {}           # generated reader source -> function (walks of one structure share it)
+
+
+def _watch_source(watch):
+    parts = []
+    for i, (kind, obj, detail) in enumerate(watch):
+        w = f"W[{i}]"
+        if kind == "seq":
+            parts.append(f"len({w}), *{w}")
+        elif kind == "dict" or kind == "cls":
+            d = w if kind == "dict" else f"{w}.__dict__"
+            parts.append(f"len({d}), *{d}, *{d}.values()")
+        elif kind == "keys":
+            parts.append(f"len({w}), *{w}")
+        elif kind == "dict_skip":       # keys, and values but those of the skipped (dynamic) keys
+            keys = [k for k in obj if k not in detail]
+            parts.append(f"len({w}), *{w}" + "".join(f", {w}.get({k!r}, M)" for k in keys))
+        elif kind == "attrs":
+            parts.append(", ".join(f"{w}.{a}" for a in detail))
+        elif kind == "call":
+            parts.append(f"{w}.__class__, {w}.__class__.__call__")
+        elif kind == "fn":
+            cells = len(obj.__closure__ or ())
+            parts.append(f"{w}.__code__, {w}.__defaults__, {w}.__kwdefaults__, {w}.__globals__" +
+                         "".join(f", C({w}.__closure__[{j}])" for j in range(cells)) +
+                         (f", *map({w}.__globals__.get, {detail!r}, {'(M,) * ' + str(len(detail))})"
+                          if detail else ""))
+            if obj.__kwdefaults__:
+                parts.append(f"len({w}.__kwdefaults__), *{w}.__kwdefaults__, *{w}.__kwdefaults__.values()")
+        elif kind == "module" or kind == "obj":
+            d = f"{w}.__dict__"
+            if kind == "obj" and hasattr(obj, "__dict__"):
+                parts.append(f"{w}.__class__, len({d}), *{d}, *{d}.values()")
+            else:                     # a module's __dict__: through the version counter
+                parts.append(f"{w}.__class__")
+            parts.extend(f"getattr({w}, {n!r}, M)" for n in detail)
+        else:
+            raise AssertionError(kind)
+    return "def read(W):\n    return (" + ",\n            ".join(parts) + ",)\n"
 
 
 def bindings(st):
@@ -419,13 +561,32 @@ def _global_modes():
     return _modes[0].active, _grad_state.anomaly, _dev(_modes[1]())
 
 
-def signature(fn_args, fn_kwargs, n_args, st):
-    """Everything the trace may depend on besides the values in the arrays."""
+def dynamic_signature(fn_args, fn_kwargs, tensors):
+    """The part of the signature computed again on every call, fast path included: the arguments, the global
+    switches, which tensors share memory, and each tensor's shape, dtype, layout, gradient and hooks."""
     datas, bases = {}, {}
-    alias = tuple(datas.setdefault(id(t.data), i) for i, t in enumerate(st.tensors))
-    alias = (alias, tuple(bases.setdefault(id(memory_owner(t.data)), i) for i, t in enumerate(st.tensors)))
+    alias = tuple(datas.setdefault(id(t.data), i) for i, t in enumerate(tensors))
+    alias = (alias, tuple(bases.setdefault(id(memory_owner(t.data)), i) for i, t in enumerate(tensors)))
     return (tuple(_arg_sig(a) for a in fn_args), tuple((k, _arg_sig(v)) for k, v in fn_kwargs.items()),
-            _grad_state.enabled, get_default_dtype(), _global_modes(), n_args, alias,
-            tuple(id(t) for t in st.tensors[n_args:]), tuple(_tensor_sig(t) for t in st.tensors),
+            _grad_state.enabled, get_default_dtype(), _global_modes(), alias,
+            tuple(_tensor_sig(t) for t in tensors))
+
+
+def signature(fn_args, fn_kwargs, n_args, st):
+    """Everything the trace may depend on besides the values in the arrays: the dynamic part, and what the
+    walk found (which tensors, the Python values, the modules' flags, the optimizers' options)."""
+    return (dynamic_signature(fn_args, fn_kwargs, st.tensors), n_args, tuple(id(t) for t in st.tensors[n_args:]),
             tuple(st.module_scalars), tuple(_opt_sig(o) for o in st.optimizers),
             tuple((id(o), _scalars(o)) for o in st.objects), tuple(st.values))
+
+
+def plain_args(fn_args, fn_kwargs):
+    """The argument tensors in order when every argument is a tensor or a Python number, string, flag or
+    None (what the fast path handles), else None."""
+    out = []
+    for a in (*fn_args, *fn_kwargs.values()) if fn_kwargs else fn_args:
+        if isinstance(a, Tensor):
+            out.append(a)
+        elif a.__class__ not in _SCALAR_CLASSES:
+            return None
+    return out

@@ -48,6 +48,11 @@ def _move(t, device, dtype):
         t._bump_version()          # graphs that saved the old value must not silently use the new one
 
 
+# bumped whenever Module's own methods change a module's attributes, registries or train/eval flags:
+# ag.compile's fast path (compile/state.py, Watch) rechecks module attributes through it
+state_version = [0]
+
+
 class Module:
     """Base class of all layers and models: subclasses set attributes in __init__ and define forward."""
 
@@ -108,6 +113,7 @@ class Module:
                 raise TypeError(f"cannot assign {type(value).__name__} as buffer '{name}' (Tensor or None expected)")
             d["_buffers"][name] = value
         object.__setattr__(self, name, value)
+        state_version[0] += 1
 
     def __getattr__(self, name):
         # reached only when the name is not in __dict__ (e.g. a registry edited directly)
@@ -126,8 +132,10 @@ class Module:
                 del r[name]
                 d.pop(name, None)
                 d["_non_persistent_buffers"].discard(name)
+                state_version[0] += 1
                 return
         object.__delattr__(self, name)
+        state_version[0] += 1
 
     def register_parameter(self, name, param):
         """Add a Parameter (or None, a placeholder skipped by parameters()) under ``name``."""
@@ -143,6 +151,7 @@ class Module:
                              "leaf: use .detach() and wrap it in nn.Parameter")
         self._parameters[name] = param
         self.__dict__[name] = param
+        state_version[0] += 1
 
     def register_buffer(self, name, tensor, persistent=True):
         """Add a Tensor that is state but not a parameter (e.g. running means): moved by to(), saved in
@@ -155,6 +164,7 @@ class Module:
             raise TypeError(f"cannot assign {type(tensor).__name__} as buffer '{name}' (Tensor or None expected)")
         self._buffers[name] = tensor
         self.__dict__[name] = tensor
+        state_version[0] += 1
         if persistent:
             self._non_persistent_buffers.discard(name)
         else:
@@ -170,6 +180,7 @@ class Module:
             raise KeyError(f"attribute '{name}' already exists")
         self._modules[name] = module
         self.__dict__[name] = module
+        state_version[0] += 1
 
     register_module = add_module
 
@@ -244,6 +255,7 @@ class Module:
             raise ValueError(f"train: mode should be a bool, got {type(mode).__name__}")
         for m in self.modules():
             m.__dict__["training"] = mode
+        state_version[0] += 1
         return self
 
     def eval(self):
