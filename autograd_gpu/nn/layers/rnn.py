@@ -23,6 +23,7 @@ from ... import creation
 from ...tensor import Tensor
 from ...autograd.function import Function
 from ...autograd.grad_mode import state
+from ...compile.tracer import active as tracing
 from ...ops.shape import cat, stack
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
@@ -215,7 +216,7 @@ class _Recycled:
 
     def empty(self, backend, shape, dtype):
         xp = backend.xp
-        if backend.name != "numpy":
+        if backend.name != "numpy" or tracing() is not None:      # ag.compile records fresh arrays
             return xp.empty(shape, dtype=dtype)
         with self._lock:              # two threads must not both take the same free array
             arrays = self._arrays
