@@ -374,6 +374,8 @@ def _watch_source(watch):
         w = f"W[{i}]"
         if kind == "seq":
             parts.append(f"len({w}), *{w}")
+        elif kind == "dict" and not obj:     # empty (a leaf's _modules, most _buffers): its length says it all
+            parts.append(f"len({w})")
         elif kind == "dict" or kind == "cls":
             d = w if kind == "dict" else f"{w}.__dict__"
             parts.append(f"len({d}), *{d}, *{d}.values()")
@@ -387,9 +389,10 @@ def _watch_source(watch):
         elif kind == "call":
             parts.append(f"{w}.__class__, {w}.__class__.__call__")
         elif kind == "fn":
-            cells = len(obj.__closure__ or ())
-            parts.append(f"{w}.__code__, {w}.__defaults__, {w}.__kwdefaults__, {w}.__globals__" +
-                         "".join(f", C({w}.__closure__[{j}])" for j in range(cells)) +
+            # a cell filled at the walk is read directly (emptied later, it raises: not the same)
+            cells = "".join(f", C({w}.__closure__[{j}])" if _cell(c) is _MISSING else f", {w}.__closure__[{j}].cell_contents"
+                            for j, c in enumerate(obj.__closure__ or ()))
+            parts.append(f"{w}.__code__, {w}.__defaults__, {w}.__kwdefaults__, {w}.__globals__" + cells +
                          (f", *map({w}.__globals__.get, {detail!r}, {'(M,) * ' + str(len(detail))})"
                           if detail else ""))
             if obj.__kwdefaults__:
@@ -478,24 +481,9 @@ def _layout(d):
     return getattr(d, "strides", None)
 
 
-def _tensor_sig(t):
-    d = t.data
-    g = t._grad
-    # dtype objects, not dtype.str (a new string on each access: 0.36 us against 0.07)
-    return (d.shape, d.dtype, _dev(t.device), t.requires_grad, _layout(d), t.grad_fn is None,
-            None if g is None else (g.data.shape, g.data.dtype, g.requires_grad, _layout(g.data),
-                                    id(g.data) == id(d)),
-            _hook_ids(t._hooks), _hook_ids(t._post_acc_hooks))
-
-
 def _dev(device):
     """A device as its name: a str hashes and compares in C (a Device's __hash__ and __eq__ are Python)."""
     return getattr(device, "_str", device)
-
-
-def _hook_ids(hooks):
-    """Which hooks a tensor has (not just whether it has one): a hook added between calls retraces."""
-    return tuple(id(h) for h in hooks) if hooks else ()
 
 
 def _opt_sig(opt):
@@ -564,12 +552,29 @@ def _global_modes():
 def dynamic_signature(fn_args, fn_kwargs, tensors):
     """The part of the signature computed again on every call, fast path included: the arguments, the global
     switches, which tensors share memory, and each tensor's shape, dtype, layout, gradient and hooks."""
-    datas, bases = {}, {}
-    alias = tuple(datas.setdefault(id(t.data), i) for i, t in enumerate(tensors))
-    alias = (alias, tuple(bases.setdefault(id(memory_owner(t.data)), i) for i, t in enumerate(tensors)))
-    return (tuple(_arg_sig(a) for a in fn_args), tuple((k, _arg_sig(v)) for k, v in fn_kwargs.items()),
-            _grad_state.enabled, get_default_dtype(), _global_modes(), alias,
-            tuple(_tensor_sig(t) for t in tensors))
+    return (tuple(_arg_sig(a) for a in fn_args) if fn_args else (),
+            tuple((k, _arg_sig(v)) for k, v in fn_kwargs.items()) if fn_kwargs else (),
+            _grad_state.enabled, get_default_dtype(), _global_modes(), *_tensors_sig(tensors))
+
+
+def _tensors_sig(tensors):
+    """(which tensors share an array and which share memory, as first indices; each tensor's shape, dtype, device, flags,
+    strides, gradient and hooks),
+    in one loop with the helpers inlined (it runs on every call). Hooks count by identity: a hook added
+    between calls retraces."""
+    datas, bases, same, owner, sigs = {}, {}, [], [], []
+    for i, t in enumerate(tensors):
+        d = t.data
+        same.append(datas.setdefault(id(d), i))
+        b = getattr(d, "base", None)
+        owner.append(bases.setdefault(id(d if b is None else b), i))
+        g, h, ph, dev = t._grad, t._hooks, t._post_acc_hooks, t.device
+        if g is not None:
+            gd = g.data
+            g = (gd.shape, gd.dtype, g.requires_grad, getattr(gd, "strides", None), gd is d)
+        sigs.append((d.shape, d.dtype, getattr(dev, "_str", dev), t.requires_grad, getattr(d, "strides", None),
+                     t.grad_fn is None, g, tuple(map(id, h)) if h else (), tuple(map(id, ph)) if ph else ()))
+    return (tuple(same), tuple(owner)), tuple(sigs)
 
 
 def signature(fn_args, fn_kwargs, n_args, st):
