@@ -1,7 +1,7 @@
 """Convolution and pooling primitives, im2col-based.
 
-Convolution builds a column matrix (one row per channel and kernel tap) and does one matrix product
-per group. At stride 1 the columns span the whole padded input, so each kernel tap is one shifted
+Convolution builds a column matrix per sample (one row per channel and kernel tap) and does one
+(batched) matrix product with the weights, which comes out in the output's own NCHW order. At stride 1 the columns span the whole padded input, so each kernel tap is one shifted
 contiguous slice of it (plain copies and adds; the few positions past the output's edge are computed
 and dropped); other strides gather the exact windows with a strided view (``as_strided``, on NumPy
 and CuPy alike). Pooling reads the windows the same way. Every way back loops over the kh*kw kernel
@@ -75,52 +75,61 @@ def _shifts(kh, kw, geom, gw):
 
 
 def _flat_padded(xp, x, kh, kw, geom):
-    """Stride 1: x (N, C, H, W) as one flat channel-major padded array, C*N*gh*gw long plus slack for the
-    largest tap shift; kernel tap (i, j) of channel block c is then the slice [off: off + C*N*gh*gw]."""
+    """Stride 1: x (N, C, H, W) padded, as one flat array N*C*gh*gw long plus slack for the largest tap
+    shift; kernel tap (i, j) of every (sample, channel) block is then the slice [off: off + N*C*gh*gw]."""
     n, c, h, w = x.shape
     _, _, pt, _, pl, _, _, _, _ = geom
     _, _, gh, gw = _grid(x.shape, kh, kw, geom)
-    m = n * gh * gw
-    buf = xp.zeros(c * m + _shifts(kh, kw, geom, gw)[-1][2], dtype=x.dtype)
-    buf[:c * m].reshape(c, n, gh, gw)[:, :, pt:pt + h, pl:pl + w] = x.transpose(1, 0, 2, 3)
+    m = n * c * gh * gw
+    buf = xp.empty(m + _shifts(kh, kw, geom, gw)[-1][2], dtype=x.dtype)
+    buf[m:] = 0                                  # the slack only feeds positions that are dropped
+    grid = buf[:m].reshape(n, c, gh, gw)
+    if (gh, gw) != (h, w):
+        grid[...] = 0
+    grid[:, :, pt:pt + h, pl:pl + w] = x
     return buf
 
 
-def _im2col(xp, x, kh, kw, geom, flat=None):
-    """x (N, C, H, W) -> columns (G, C/G*kh*kw, N*gh*gw): row (c, i, j) holds kernel tap (i, j) of
-    channel c at every grid position (see _grid). At stride 1, built from _flat_padded (``flat``)."""
+def _im2col(xp, x, kh, kw, geom):
+    """x (N, C, H, W) -> columns (N, G, C/G*kh*kw, gh*gw): row (c, i, j) of sample n holds kernel tap
+    (i, j) of channel c at every grid position (see _grid), so that the product with the weights comes
+    out in (N, O, gh*gw) order, the output's own layout."""
     n, c, h, w = x.shape
     sh, sw, pt, pb, pl, pr, _, _, g = geom
     oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
+    m = gh * gw
     if sh == sw == 1:
-        m = n * gh * gw
-        cols = xp.empty((c, kh, kw, m), dtype=x.dtype)
+        flat = _flat_padded(xp, x, kh, kw, geom)
+        cols = xp.empty((n, c, kh, kw, m), dtype=x.dtype)
         for i, j, off in _shifts(kh, kw, geom, gw):
-            cols[:, i, j] = flat[off:off + c * m].reshape(c, m)
-        return cols.reshape(g, c // g * kh * kw, m)
-    v = _windows(xp, _pad(xp, x, pt, pb, pl, pr), kh, kw, geom, oh, ow).transpose(1, 2, 3, 0, 4, 5)
-    return xp.ascontiguousarray(v).reshape(g, c // g * kh * kw, n * oh * ow)   # (C, kh, kw, N, OH, OW)
+            cols[:, :, i, j] = flat[off:off + n * c * m].reshape(n, c, m)
+        return cols.reshape(n, g, c // g * kh * kw, m)
+    v = _windows(xp, _pad(xp, x, pt, pb, pl, pr), kh, kw, geom, oh, ow)      # (N, C, kh, kw, OH, OW)
+    return xp.ascontiguousarray(v).reshape(n, g, c // g * kh * kw, m)
 
 
 def _col2im(xp, dcols, x_shape, kh, kw, geom):
-    """The adjoint of the strided _im2col: columns (G, C/G*kh*kw, N*OH*OW) summed back into (N, C, H, W),
-    one strided add per kernel tap."""
+    """The adjoint of _im2col: columns (N, G, C/G*kh*kw, gh*gw) summed back into (N, C, H, W), one add
+    per kernel tap (at stride 1 a contiguous add at the tap's shift, otherwise a strided one)."""
     n, c, h, w = x_shape
-    _, _, pt, pb, pl, pr, _, _, _ = geom
-    oh, ow, _, _ = _grid(x_shape, kh, kw, geom)
-    dcols = dcols.reshape(c, kh, kw, n, oh, ow)
-    acc = xp.zeros((c, n, h + pt + pb, w + pl + pr), dtype=dcols.dtype)   # channels first, like dcols
-    for i in range(kh):
-        for j in range(kw):
-            acc[(slice(None), slice(None)) + _tap(i, j, geom, oh, ow)] += dcols[:, i, j]
-    return _unpad_channels_last(xp, acc, x_shape, geom)
-
-
-def _unpad_channels_last(xp, acc, x_shape, geom):
-    """(C, N, Hp, Wp) accumulator -> (N, C, H, W) without the padding, contiguous."""
-    _, _, h, w = x_shape
-    pt, pl = geom[2], geom[4]
-    return xp.ascontiguousarray(acc[:, :, pt:pt + h, pl:pl + w].transpose(1, 0, 2, 3))
+    sh, sw, pt, pb, pl, pr, _, _, _ = geom
+    oh, ow, gh, gw = _grid(x_shape, kh, kw, geom)
+    dcols = dcols.reshape(n, c, kh, kw, gh * gw)
+    if sh == sw == 1:
+        taps = _shifts(kh, kw, geom, gw)
+        m = n * c * gh * gw
+        acc = xp.zeros(m + taps[-1][2], dtype=dcols.dtype)
+        for i, j, off in taps:
+            dst = acc[off:off + m].reshape(n, c, gh * gw)
+            dst += dcols[:, :, i, j]
+        acc = acc[:m].reshape(n, c, gh, gw)
+    else:
+        dcols = dcols.reshape(n, c, kh, kw, oh, ow)
+        acc = xp.zeros((n, c, h + pt + pb, w + pl + pr), dtype=dcols.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                acc[(slice(None), slice(None)) + _tap(i, j, geom, oh, ow)] += dcols[:, :, i, j]
+    return xp.ascontiguousarray(acc[:, :, pt:pt + h, pl:pl + w])   # no copy when unpadded
 
 
 def _matmul(a, b, out=None):
@@ -129,75 +138,57 @@ def _matmul(a, b, out=None):
 
 
 def _grad_rows(xp, gy, g, gh, gw):
-    """gy (N, O, OH, OW) as rows (G, O/G, N*gh*gw) on the column grid (zero past the output's edge)."""
+    """gy (N, O, OH, OW) as (N, G, O/G, gh*gw) on the column grid (zero past the output's edge): gy
+    itself when the grid is the output."""
     n, o, oh, ow = gy.shape
     if (gh, gw) == (oh, ow):
-        return gy.transpose(1, 0, 2, 3).reshape(g, o // g, n * oh * ow)
-    rows = xp.zeros((o, n, gh, gw), dtype=gy.dtype)
-    rows[:, :, :oh, :ow] = gy.transpose(1, 0, 2, 3)
-    return rows.reshape(g, o // g, n * gh * gw)
+        return xp.ascontiguousarray(gy).reshape(n, g, o // g, oh * ow)
+    rows = xp.zeros((n, o, gh, gw), dtype=gy.dtype)
+    rows[:, :, :oh, :ow] = gy
+    return rows.reshape(n, g, o // g, gh * gw)
 
 
 def _conv(xp, x, w, b, geom):
-    """(conv(x, w) + b, what the weight gradient needs of x): the flat padded copy of x at stride 1,
-    the columns otherwise."""
+    """(conv(x, w) + b, the columns of x): one matrix product of the weights (G, O/G, C/G*kh*kw) with
+    the columns (N, G, C/G*kh*kw, gh*gw), which lands in NCHW order on the grid; the bias is added in
+    place there, and at stride 1 the output is then cut out of the grid (one copy)."""
     o, _, kh, kw = w.shape
     n = x.shape[0]
+    g = geom[8]
     oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
-    flat = _flat_padded(xp, x, kh, kw, geom) if geom[0] == geom[1] == 1 else None
-    cols = _im2col(xp, x, kh, kw, geom, flat)
-    y = _matmul(w.reshape(geom[8], o // geom[8], -1), cols).reshape(o, n, gh, gw)[:, :, :oh, :ow]
-    out = xp.empty((n, o, oh, ow), dtype=y.dtype)
-    if b is None:
-        out[...] = y.transpose(1, 0, 2, 3)
-    else:                                   # the bias rides along with the layout copy
-        xp.add(y.transpose(1, 0, 2, 3), b.reshape(1, o, 1, 1), out=out)
-    return out, (cols if flat is None else flat)
+    cols = _im2col(xp, x, kh, kw, geom)
+    y = _matmul(w.reshape(g, o // g, -1), cols).reshape(n, o, gh * gw)
+    if b is not None:
+        y += b.reshape(o, 1)
+    y = y.reshape(n, o, gh, gw)
+    if (gh, gw) != (oh, ow):
+        y = xp.ascontiguousarray(y[:, :, :oh, :ow])
+    return y, cols
 
 
-def _conv_weight_grad(xp, x, gy, w_shape, geom, kept=None, rows=None):
-    """d(sum gy * conv(x, w)) / dw: the output gradient times the columns; at stride 1 one product per
-    kernel tap against the shifted flat copy of x (9x less to keep than the columns)."""
+def _conv_weight_grad(xp, x, gy, w_shape, geom, cols=None, rows=None):
+    """d(sum gy * conv(x, w)) / dw: the output gradient times the columns, per sample, summed over the
+    batch (the columns kept by the forward, or built again)."""
     o, cg, kh, kw = w_shape
     g = geom[8]
     _, _, gh, gw = _grid(x.shape, kh, kw, geom)
     if rows is None:
         rows = _grad_rows(xp, gy, g, gh, gw)
-    if geom[0] != 1 or geom[1] != 1:
-        cols = kept if kept is not None else _im2col(xp, x, kh, kw, geom)
-        return _matmul(rows, cols.transpose(0, 2, 1)).reshape(w_shape)
-    flat = kept if kept is not None else _flat_padded(xp, x, kh, kw, geom)
-    m = rows.shape[2]
-    c = g * cg
-    gwt = xp.empty((kh * kw, g, o // g, cg), dtype=rows.dtype)
-    for k, (_, _, off) in enumerate(_shifts(kh, kw, geom, gw)):
-        _matmul(rows, flat[off:off + c * m].reshape(g, cg, m).transpose(0, 2, 1), out=gwt[k])
-    return xp.ascontiguousarray(gwt.reshape(kh, kw, o, cg).transpose(2, 3, 0, 1))
+    if cols is None:
+        cols = _im2col(xp, x, kh, kw, geom)
+    per_sample = _matmul(rows, cols.transpose(0, 1, 3, 2))          # (N, G, O/G, C/G*kh*kw)
+    return per_sample.sum(axis=0).reshape(w_shape)
 
 
 def _conv_input_grad(xp, gy, w, x_shape, geom, rows=None):
-    """d(sum gy * conv(x, w)) / dx: columns w.T @ gy summed back onto the input. At stride 1 one kernel
-    tap at a time (a (C, N*gh*gw) product added at that tap's shift), so the kh*kw times larger column
-    matrix is never built; otherwise all columns, then col2im."""
+    """d(sum gy * conv(x, w)) / dx: the columns w.T @ gy (one product), summed back onto the input."""
     o, cg, kh, kw = w.shape
-    n, c, h, wd = x_shape
     g = geom[8]
     _, _, gh, gw = _grid(x_shape, kh, kw, geom)
     if rows is None:
         rows = _grad_rows(xp, gy, g, gh, gw)
-    if geom[0] != 1 or geom[1] != 1:
-        dcols = _matmul(w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1), rows)
-        return _col2im(xp, dcols, x_shape, kh, kw, geom)
-    m = n * gh * gw
-    taps = _shifts(kh, kw, geom, gw)
-    wt = xp.ascontiguousarray(w.reshape(g, o // g, cg, kh * kw).transpose(3, 0, 2, 1))   # (taps, G, C/G, O/G)
-    acc = xp.zeros(c * m + taps[-1][2], dtype=rows.dtype)
-    part = xp.empty((g, cg, m), dtype=rows.dtype)
-    for k, (_, _, off) in enumerate(taps):
-        _matmul(wt[k], rows, out=part)
-        dst = acc[off:off + c * m].reshape(g, cg, m)
-        dst += part
-    return _unpad_channels_last(xp, acc[:c * m].reshape(c, n, gh, gw), x_shape, geom)
+    wt = w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1)             # (G, C/G*kh*kw, O/G)
+    return _col2im(xp, _matmul(wt, rows), x_shape, kh, kw, geom)
 
 
 # --------------------------------------------------------------------------- convolution
@@ -208,8 +199,8 @@ class Conv2d(Function):
     def forward(ctx, x, w, b, geom):
         y, cols = _conv(ctx.xp, x.data, w.data, None if b is None else b.data, geom)
         ctx.geom = geom
-        # what the weight gradient needs of x is kept (freed with the graph) rather than redone, unless
-        # it is big, where the matrix product dwarfs redoing it
+        # the columns are kept for the weight gradient (freed with the graph) rather than redone, unless
+        # they are big, where the matrix product dwarfs redoing them
         keep = ctx.needs_input_grad[1] and cols.nbytes <= _KEEP_COLS_BYTES
         ctx.save_for_backward(x, w, ctx.wrap(cols) if keep else None)
         return ctx.wrap(y)
