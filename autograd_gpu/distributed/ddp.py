@@ -18,7 +18,7 @@ averages, as it would in one process on the global batch.
 """
 import contextlib
 
-from ..nn.module import Module
+from ..nn.module import Module, state_version
 from ..tensor import Tensor
 from ..autograd.engine import queue_callback, current_backward
 from ..autograd.grad_mode import is_grad_enabled
@@ -88,6 +88,7 @@ class DistributedDataParallel(Module):
         out = self.module(*args, **kwargs)
         if is_grad_enabled() and not self._require_sync:
             self.__dict__["_armed"] = False
+            state_version[0] += 1          # written past __setattr__: ag.compile's recheck must see it
         elif is_grad_enabled():
             self._prepare()
             for t in _tensors(out):           # the first gradient to reach an output queues the final wait
@@ -101,15 +102,18 @@ class DistributedDataParallel(Module):
         the first backward of a forward outside reduces the accumulated gradients."""
         old = self._require_sync
         self.__dict__["_require_sync"] = False
+        state_version[0] += 1              # written past __setattr__: ag.compile's recheck must see it
         try:
             yield
         finally:
             self.__dict__["_require_sync"] = old
+            state_version[0] += 1
 
     # -- one backward --------------------------------------------------------------------------
     def _prepare(self):
         d = self.__dict__
         d["_armed"], d["_queued"], d["_next"] = True, None, 0
+        state_version[0] += 1
         for b in self._buckets:
             if b.request is not None:     # started by a backward that raised: its buffer is still MPI's
                 b.request.Wait()
@@ -136,6 +140,7 @@ class DistributedDataParallel(Module):
         if self._armed and self._queued is not run:
             queue_callback(self._finish)
             self.__dict__["_queued"] = run
+            state_version[0] += 1
 
     def _hook(self, bucket, slot):
         def on_grad_ready(param):
@@ -171,6 +176,7 @@ class DistributedDataParallel(Module):
                 b.host = b.device.backend.to_host(b.flat)
                 b.request = self._mpi.iallreduce(b.host, "sum")
             self.__dict__["_next"] += 1
+            state_version[0] += 1
 
     def _finish(self):
         """End of backward: complete and start what is left, wait, average, write the .grads back."""
@@ -179,6 +185,7 @@ class DistributedDataParallel(Module):
         if not self._armed:
             return
         d["_armed"] = False
+        state_version[0] += 1
         missing = []
         for b in self._buckets:
             for slot, name, p, _ in b.params:
