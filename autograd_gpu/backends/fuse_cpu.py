@@ -34,7 +34,7 @@ except ImportError:        # compile still works, unfused
 __all__ = ["NumpyFuser", "FUSE_MIN", "BUFFER_MIN"]
 
 FUSE_MIN = 1 << 15       # elements: below this numexpr's ~3 us call costs more than NumPy's passes
-BUFFER_MIN = 1 << 10     # elements: below this allocating is cheaper than passing out=
+BUFFER_MIN = 1          # elements: with the output passed positionally, a buffer is cheaper than allocating at any size
 
 # operator / ufunc -> (numexpr template, the ufunc that takes out=)
 _OPS = {
@@ -77,6 +77,10 @@ class _Kernel:
 
     def source(self, em, i):
         args = ", ".join(em.expr(a) for a in self.args)
+        if self.buffer and not self.kwargs and not self.extra and self.fn.__class__ is np.ufunc and \
+                len(self.args) == self.fn.nin:
+            # a plain ufunc call takes its output positionally: cheaper to parse than out= (~30 ns a call)
+            return [f"v{self.outs} = {em.const(self.fn)}({args}, {self.buffer})"]
         kw = f", out={self.buffer}" if self.buffer else ""
         kw += "".join(f", {k}={em.expr(v)}" for k, v in self.kwargs.items())
         if self.extra:
