@@ -90,22 +90,27 @@ def _flat_padded(xp, x, kh, kw, geom):
     return buf
 
 
-def _im2col(xp, x, kh, kw, geom):
+def _im2col(xp, x, kh, kw, geom, ones=False):
     """x (N, C, H, W) -> columns (N, G, C/G*kh*kw, gh*gw): row (c, i, j) of sample n holds kernel tap
     (i, j) of channel c at every grid position (see _grid), so that the product with the weights comes
-    out in (N, O, gh*gw) order, the output's own layout."""
+    out in (N, O, gh*gw) order, the output's own layout. ``ones``: one more row of ones per group (the
+    bias then rides in the product)."""
     n, c, h, w = x.shape
     sh, sw, pt, pb, pl, pr, _, _, g = geom
     oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
-    m = gh * gw
+    m, k = gh * gw, c // g * kh * kw
+    buf = xp.empty((n, g, k + 1 if ones else k, m), dtype=x.dtype)
+    cols = buf[:, :, :k].reshape(n, g, c // g, kh, kw, m)
     if sh == sw == 1:
         flat = _flat_padded(xp, x, kh, kw, geom)
-        cols = xp.empty((n, c, kh, kw, m), dtype=x.dtype)
         for i, j, off in _shifts(kh, kw, geom, gw):
-            cols[:, :, i, j] = flat[off:off + n * c * m].reshape(n, c, m)
-        return cols.reshape(n, g, c // g * kh * kw, m)
-    v = _windows(xp, _pad(xp, x, pt, pb, pl, pr), kh, kw, geom, oh, ow)      # (N, C, kh, kw, OH, OW)
-    return xp.ascontiguousarray(v).reshape(n, g, c // g * kh * kw, m)
+            cols[:, :, :, i, j] = flat[off:off + n * c * m].reshape(n, g, c // g, m)
+    else:
+        v = _windows(xp, _pad(xp, x, pt, pb, pl, pr), kh, kw, geom, oh, ow)  # (N, C, kh, kw, OH, OW)
+        cols[...] = v.reshape(n, g, c // g, kh, kw, m)
+    if ones:
+        buf[:, :, k] = 1
+    return buf
 
 
 def _col2im(xp, dcols, x_shape, kh, kw, geom):
@@ -118,8 +123,10 @@ def _col2im(xp, dcols, x_shape, kh, kw, geom):
     if sh == sw == 1:
         taps = _shifts(kh, kw, geom, gw)
         m = n * c * gh * gw
-        acc = xp.zeros(m + taps[-1][2], dtype=dcols.dtype)
-        for i, j, off in taps:
+        acc = xp.empty(m + taps[-1][2], dtype=dcols.dtype)
+        acc[:m].reshape(n, c, gh * gw)[...] = dcols[:, :, 0, 0]      # tap (0, 0) has shift 0: covers [0, m)
+        acc[m:] = 0
+        for i, j, off in taps[1:]:
             dst = acc[off:off + m].reshape(n, c, gh * gw)
             dst += dcols[:, :, i, j]
         acc = acc[:m].reshape(n, c, gh, gw)
@@ -150,20 +157,21 @@ def _grad_rows(xp, gy, g, gh, gw):
 
 def _conv(xp, x, w, b, geom):
     """(conv(x, w) + b, the columns of x): one matrix product of the weights (G, O/G, C/G*kh*kw) with
-    the columns (N, G, C/G*kh*kw, gh*gw), which lands in NCHW order on the grid; the bias is added in
-    place there, and at stride 1 the output is then cut out of the grid (one copy)."""
-    o, _, kh, kw = w.shape
+    the columns (N, G, C/G*kh*kw, gh*gw), which lands in NCHW order on the grid; the bias is one more
+    weight column against a row of ones (cheaper than a pass over the output), and at stride 1 the
+    output is then cut out of the grid (one copy)."""
+    o, cg, kh, kw = w.shape
     n = x.shape[0]
     g = geom[8]
     oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
-    cols = _im2col(xp, x, kh, kw, geom)
-    y = _matmul(w.reshape(g, o // g, -1), cols).reshape(n, o, gh * gw)
+    cols = _im2col(xp, x, kh, kw, geom, ones=b is not None)
+    wm = w.reshape(g, o // g, cg * kh * kw)
     if b is not None:
-        y += b.reshape(o, 1)
-    y = y.reshape(n, o, gh, gw)
+        wm = xp.concatenate([wm, b.reshape(g, o // g, 1)], axis=2)
+    y = _matmul(wm, cols).reshape(n, o, gh, gw)
     if (gh, gw) != (oh, ow):
         y = xp.ascontiguousarray(y[:, :, :oh, :ow])
-    return y, cols
+    return y, cols[:, :, :cg * kh * kw]
 
 
 def _conv_weight_grad(xp, x, gy, w_shape, geom, cols=None, rows=None):
