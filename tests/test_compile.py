@@ -930,3 +930,26 @@ def test_train_and_eval_between_fast_path_replays_retrace():
             got = cf(x).item()
             ag.manual_seed(3)
             np.testing.assert_allclose(got, f(x).item(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_elementwise_steps_with_python_numbers_equal_eager_exactly(dtype):
+    # small results get output buffers and their Python numbers become NumPy scalars of the arrays' dtype
+    # (fuse_cpu._typed_numbers): the same values as eager mode's, bit for bit, overflowing numbers included
+    rng = np.random.default_rng(0)
+    a = ag.tensor(rng.standard_normal((7, 5)).astype(dtype))
+    b = ag.tensor(rng.standard_normal((7, 5)).astype(dtype))
+
+    def f(a, b):
+        with ag.no_grad():
+            c = a * 0.1 + b * 3 - 16777217
+            d = (c / 7.0) * 1e-40 + c * 1e300
+            return (c, d, 1 - b * 0.3)
+    cf = ag.compile(f)
+    with np.errstate(over="ignore"):
+        want = [t.numpy() for t in f(a, b)]
+        for _ in range(3):
+            got = [t.numpy() for t in cf(a, b)]
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+    assert cf.stats["replays"] == 2

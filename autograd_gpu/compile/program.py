@@ -124,6 +124,9 @@ def step_source(em, step, i):
         return [f"{em.expr(args[0])}[{em.expr(args[1])}] = {em.expr(args[2])}"]
     elif fn is getattr and args[1].__class__ is str and args[1].isidentifier():
         src = f"{em.expr(args[0])}.{args[1]}"
+    elif len(kw) == 1 and kw.get("out").__class__ is Ref and len(args) == getattr(fn, "nin", -1) and \
+            type(fn).__name__ == "ufunc" and fn.__name__ not in ("maximum", "minimum"):   # deprecated there
+        src = em.call(fn, (*args, kw["out"]), {})       # ufunc(a, b, out): positional, cheaper than out=
     else:
         src = em.call(fn, args, kw)
     if getattr(step, "scalar", False):
@@ -228,7 +231,12 @@ def alias_groups(steps):
         if s.kind != "call" or s.fresh or s.outs is None:
             continue
         outs = s.outs if isinstance(s.outs, tuple) else (s.outs,)
-        members = [o for o in outs if o is not None] + s.refs()
+        out = s.kwargs.get("out")
+        if out.__class__ is Ref and type(s.fn).__name__ == "ufunc":
+            refs = [out.vid]            # a ufunc given out= returns that array: its inputs are not aliased
+        else:
+            refs = s.refs()
+        members = [o for o in outs if o is not None] + refs
         for m in members[1:]:
             a, b = find(members[0]), find(m)
             if a != b:
