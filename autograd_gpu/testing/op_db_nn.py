@@ -202,6 +202,8 @@ CONV = [
            lambda x, w, b: _conv2d_ref(x, w, b, 1, (2, 1), (2, 1)), (IMG,), tol=_F32),
     OpInfo("conv2d_groups", lambda x, w, b: F.conv2d(x, w, b, stride=(1, 2), padding=1, groups=2),
            lambda x, w, b: _conv2d_ref(x, w, b, (1, 2), 1, 1, 2), (((2, 4, 5, 5), (6, 2, 3, 3), (6,)),), tol=_F32),
+    OpInfo("conv2d_groups_stride1", lambda x, w, b: F.conv2d(x, w, b, padding=(1, 0), groups=2),   # bias row per group
+           lambda x, w, b: _conv2d_ref(x, w, b, 1, (1, 0), 1, 2), (((2, 4, 5, 4), (6, 2, 3, 2), (6,)),), tol=_F32),
     OpInfo("conv2d_depthwise", lambda x, w: F.conv2d(x, w, groups=3),
            lambda x, w: _conv2d_ref(x, w, groups=3), (((1, 3, 4, 4), (3, 1, 2, 2)),), tol=_F32),
     OpInfo("conv2d_same", lambda x, w: F.conv2d(x, w, padding="same"),
