@@ -558,10 +558,9 @@ def dynamic_signature(fn_args, fn_kwargs, tensors):
 
 
 def _tensors_sig(tensors):
-    """(which tensors share an array and which share memory, as first indices; each tensor's shape, dtype, device, flags,
-    strides, gradient and hooks),
-    in one loop with the helpers inlined (it runs on every call). Hooks count by identity: a hook added
-    between calls retraces."""
+    """(which tensors share an array and which share memory, as first indices), and per tensor its shape,
+    dtype, device, flags, strides, gradient and hooks (by identity: a hook added between calls retraces);
+    one loop with the helpers inlined, since it runs on every call."""
     datas, bases, same, owner, sigs = {}, {}, [], [], []
     for i, t in enumerate(tensors):
         d = t.data
