@@ -1,11 +1,12 @@
 """Convolution and pooling primitives, im2col-based.
 
-Convolution builds a column matrix per sample (one row per channel and kernel tap) and does one
-(batched) matrix product with the weights, which comes out in the output's own NCHW order. At stride 1 the columns span the whole padded input, so each kernel tap is one shifted
-contiguous slice of it (plain copies and adds; the few positions past the output's edge are computed
-and dropped); other strides gather the exact windows with a strided view (``as_strided``, on NumPy
-and CuPy alike). Pooling reads the windows the same way. Every way back loops over the kh*kw kernel
-taps only: Python never loops over pixels or batch elements.
+Convolution builds a column matrix per sample (one row per channel and kernel tap, one column per
+output pixel; the windows are read through a strided view, ``as_strided``, on NumPy and CuPy alike)
+and does one (batched) matrix product with the weights, which comes out in the output's own NCHW
+order. The input gradient at stride 1 works on the whole padded input as its grid instead, where each
+kernel tap is one shifted contiguous slice (contiguous adds; the positions past the output's edge
+carry zeros). Pooling reads the windows the same way. Every way back loops over the kh*kw kernel taps
+only: Python never loops over pixels or batch elements.
 
 The geometry travels as one tuple, ``geom = (sh, sw, pt, pb, pl, pr, dh, dw, groups)``: strides,
 padding (top, bottom, left, right), dilations and groups. Every Function here is linear in each of
@@ -56,10 +57,10 @@ def _tap(i, j, geom, oh, ow):
 
 
 def _grid(x_shape, kh, kw, geom):
-    """(oh, ow, gh, gw): the output size, and the grid of positions the column matrix spans. At stride 1
-    the grid is the whole padded input: the positions past the output's edge are computed and dropped,
-    and in exchange every kernel tap is one shifted contiguous slice (copies and adds at memory speed).
-    Other strides gather the exact windows (gh, gw = oh, ow)."""
+    """(oh, ow, gh, gw): the output size, and the grid the input gradient's columns span. At stride 1
+    that grid is the whole padded input: every kernel tap is then one shifted contiguous slice of it,
+    so summing the columns back is kh*kw contiguous adds (the positions past the output's edge carry a
+    zero gradient). Other strides use the exact windows (gh, gw = oh, ow)."""
     _, _, h, w = x_shape
     sh, sw, pt, pb, pl, pr, dh, dw, _ = geom
     oh, ow = out_size(h, kh, sh, dh, pt, pb), out_size(w, kw, sw, dw, pl, pr)
@@ -74,48 +75,26 @@ def _shifts(kh, kw, geom, gw):
     return [(i, j, i * dh * gw + j * dw) for i in range(kh) for j in range(kw)]
 
 
-def _flat_padded(xp, x, kh, kw, geom):
-    """Stride 1: x (N, C, H, W) padded, as one flat array N*C*gh*gw long plus slack for the largest tap
-    shift; kernel tap (i, j) of every (sample, channel) block is then the slice [off: off + N*C*gh*gw]."""
-    n, c, h, w = x.shape
-    _, _, pt, _, pl, _, _, _, _ = geom
-    _, _, gh, gw = _grid(x.shape, kh, kw, geom)
-    m = n * c * gh * gw
-    buf = xp.empty(m + _shifts(kh, kw, geom, gw)[-1][2], dtype=x.dtype)
-    buf[m:] = 0                                  # the slack only feeds positions that are dropped
-    grid = buf[:m].reshape(n, c, gh, gw)
-    if (gh, gw) != (h, w):
-        grid[...] = 0
-    grid[:, :, pt:pt + h, pl:pl + w] = x
-    return buf
-
-
 def _im2col(xp, x, kh, kw, geom, ones=False):
-    """x (N, C, H, W) -> columns (N, G, C/G*kh*kw, gh*gw): row (c, i, j) of sample n holds kernel tap
-    (i, j) of channel c at every grid position (see _grid), so that the product with the weights comes
-    out in (N, O, gh*gw) order, the output's own layout. ``ones``: one more row of ones per group (the
-    bias then rides in the product)."""
+    """x (N, C, H, W) -> columns (N, G, C/G*kh*kw, OH*OW): row (c, i, j) of sample n holds kernel tap
+    (i, j) of channel c at every output pixel, so that the product with the weights comes out in
+    (N, O, OH*OW) order, the output's own layout. ``ones``: one more row of ones per group (the bias
+    then rides in the product)."""
     n, c, h, w = x.shape
     sh, sw, pt, pb, pl, pr, _, _, g = geom
-    oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
-    m, k = gh * gw, c // g * kh * kw
-    buf = xp.empty((n, g, k + 1 if ones else k, m), dtype=x.dtype)
-    cols = buf[:, :, :k].reshape(n, g, c // g, kh, kw, m)
-    if sh == sw == 1:
-        flat = _flat_padded(xp, x, kh, kw, geom)
-        for i, j, off in _shifts(kh, kw, geom, gw):
-            cols[:, :, :, i, j] = flat[off:off + n * c * m].reshape(n, g, c // g, m)
-    else:
-        v = _windows(xp, _pad(xp, x, pt, pb, pl, pr), kh, kw, geom, oh, ow)  # (N, C, kh, kw, OH, OW)
-        cols[...] = v.reshape(n, g, c // g, kh, kw, m)
+    oh, ow = out_size(h, kh, sh, geom[6], pt, pb), out_size(w, kw, sw, geom[7], pl, pr)
+    k = c // g * kh * kw
+    buf = xp.empty((n, g, k + 1 if ones else k, oh * ow), dtype=x.dtype)
+    v = _windows(xp, _pad(xp, x, pt, pb, pl, pr), kh, kw, geom, oh, ow)      # (N, C, kh, kw, OH, OW)
+    buf[:, :, :k].reshape(n, g, c // g, kh, kw, oh, ow)[...] = v.reshape(n, g, c // g, kh, kw, oh, ow)
     if ones:
         buf[:, :, k] = 1
     return buf
 
 
 def _col2im(xp, dcols, x_shape, kh, kw, geom):
-    """The adjoint of _im2col: columns (N, G, C/G*kh*kw, gh*gw) summed back into (N, C, H, W), one add
-    per kernel tap (at stride 1 a contiguous add at the tap's shift, otherwise a strided one)."""
+    """Columns (N, G, C/G*kh*kw, gh*gw) on the grid of _grid summed back into (N, C, H, W), one add per
+    kernel tap (at stride 1 a contiguous add at the tap's shift, otherwise a strided one)."""
     n, c, h, w = x_shape
     sh, sw, pt, pb, pl, pr, _, _, _ = geom
     oh, ow, gh, gw = _grid(x_shape, kh, kw, geom)
@@ -144,59 +123,46 @@ def _matmul(a, b, out=None):
     return backend_of_array(a).matmul(a, b, out=out)
 
 
-def _grad_rows(xp, gy, g, gh, gw):
-    """gy (N, O, OH, OW) as (N, G, O/G, gh*gw) on the column grid (zero past the output's edge): gy
-    itself when the grid is the output."""
-    n, o, oh, ow = gy.shape
-    if (gh, gw) == (oh, ow):
-        return xp.ascontiguousarray(gy).reshape(n, g, o // g, oh * ow)
-    rows = xp.zeros((n, o, gh, gw), dtype=gy.dtype)
-    rows[:, :, :oh, :ow] = gy
-    return rows.reshape(n, g, o // g, gh * gw)
-
-
 def _conv(xp, x, w, b, geom):
     """(conv(x, w) + b, the columns of x): one matrix product of the weights (G, O/G, C/G*kh*kw) with
-    the columns (N, G, C/G*kh*kw, gh*gw), which lands in NCHW order on the grid; the bias is one more
-    weight column against a row of ones (cheaper than a pass over the output), and at stride 1 the
-    output is then cut out of the grid (one copy)."""
+    the columns (N, G, C/G*kh*kw, OH*OW), which lands in NCHW order; the bias is one more weight column
+    against a row of ones (cheaper than a pass over the output)."""
     o, cg, kh, kw = w.shape
     n = x.shape[0]
     g = geom[8]
-    oh, ow, gh, gw = _grid(x.shape, kh, kw, geom)
     cols = _im2col(xp, x, kh, kw, geom, ones=b is not None)
     wm = w.reshape(g, o // g, cg * kh * kw)
     if b is not None:
         wm = xp.concatenate([wm, b.reshape(g, o // g, 1)], axis=2)
-    y = _matmul(wm, cols).reshape(n, o, gh, gw)
-    if (gh, gw) != (oh, ow):
-        y = xp.ascontiguousarray(y[:, :, :oh, :ow])
-    return y, cols[:, :, :cg * kh * kw]
+    y = _matmul(wm, cols)
+    return y.reshape((n, o) + _grid(x.shape, kh, kw, geom)[:2]), cols[:, :, :cg * kh * kw]
 
 
-def _conv_weight_grad(xp, x, gy, w_shape, geom, cols=None, rows=None):
-    """d(sum gy * conv(x, w)) / dw: the output gradient times the columns, per sample, summed over the
-    batch (the columns kept by the forward, or built again)."""
+def _conv_weight_grad(xp, x, gy, w_shape, geom, cols=None):
+    """d(sum gy * conv(x, w)) / dw: the output gradient times the columns (kept by the forward, or built
+    again), per sample, summed over the batch."""
     o, cg, kh, kw = w_shape
-    g = geom[8]
-    _, _, gh, gw = _grid(x.shape, kh, kw, geom)
-    if rows is None:
-        rows = _grad_rows(xp, gy, g, gh, gw)
+    n, g = gy.shape[0], geom[8]
     if cols is None:
         cols = _im2col(xp, x, kh, kw, geom)
+    rows = xp.ascontiguousarray(gy).reshape(n, g, o // g, gy.shape[2] * gy.shape[3])
     per_sample = _matmul(rows, cols.transpose(0, 1, 3, 2))          # (N, G, O/G, C/G*kh*kw)
     return per_sample.sum(axis=0).reshape(w_shape)
 
 
-def _conv_input_grad(xp, gy, w, x_shape, geom, rows=None):
-    """d(sum gy * conv(x, w)) / dx: the columns w.T @ gy (one product), summed back onto the input."""
+def _conv_input_grad(xp, gy, w, x_shape, geom):
+    """d(sum gy * conv(x, w)) / dx: the columns w.T @ gy (one product) on the grid of _grid (gy padded
+    with zeros to it at stride 1), summed back onto the input."""
     o, cg, kh, kw = w.shape
-    g = geom[8]
-    _, _, gh, gw = _grid(x_shape, kh, kw, geom)
-    if rows is None:
-        rows = _grad_rows(xp, gy, g, gh, gw)
+    n, g = gy.shape[0], geom[8]
+    oh, ow, gh, gw = _grid(x_shape, kh, kw, geom)
+    if (gh, gw) == (oh, ow):
+        rows = xp.ascontiguousarray(gy)
+    else:
+        rows = xp.zeros((n, o, gh, gw), dtype=gy.dtype)
+        rows[:, :, :oh, :ow] = gy
     wt = w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1)             # (G, C/G*kh*kw, O/G)
-    return _col2im(xp, _matmul(wt, rows), x_shape, kh, kw, geom)
+    return _col2im(xp, _matmul(wt, rows.reshape(n, g, o // g, gh * gw)), x_shape, kh, kw, geom)
 
 
 # --------------------------------------------------------------------------- convolution
@@ -217,12 +183,9 @@ class Conv2d(Function):
     def backward(ctx, grad):
         x, w, kept = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        rows = None
-        if need_x and need_w:                   # both gradients read grad in the same layout: make it once
-            rows = _grad_rows(ctx.xp, grad.data, ctx.geom[8], *_grid(x.shape, *w.shape[2:], ctx.geom)[2:])
-        gx = Conv2dInputGrad.apply(grad, w, x.shape, ctx.geom, rows) if need_x else None
+        gx = Conv2dInputGrad.apply(grad, w, x.shape, ctx.geom) if need_x else None
         kept = None if kept is None else kept.data
-        gw = Conv2dWeightGrad.apply(x, grad, w.shape, ctx.geom, kept, rows) if need_w else None
+        gw = Conv2dWeightGrad.apply(x, grad, w.shape, ctx.geom, kept) if need_w else None
         gb = Sum.apply(grad, (0, 2, 3), False) if need_b else None
         return gx, gw, gb, None
 
@@ -231,10 +194,10 @@ class Conv2dInputGrad(Function):
     """The adjoint of conv in x (a transposed convolution): grad (N, O, OH, OW), w -> (N, C, H, W)."""
 
     @staticmethod
-    def forward(ctx, grad, w, x_shape, geom, rows=None):
+    def forward(ctx, grad, w, x_shape, geom):
         ctx.geom = geom
         ctx.save_for_backward(grad, w)
-        return ctx.wrap(_conv_input_grad(ctx.xp, grad.data, w.data, x_shape, geom, rows))
+        return ctx.wrap(_conv_input_grad(ctx.xp, grad.data, w.data, x_shape, geom))
 
     @staticmethod
     def backward(ctx, gg):
@@ -242,17 +205,17 @@ class Conv2dInputGrad(Function):
         need_g, need_w = ctx.needs_input_grad[:2]
         d_grad = Conv2d.apply(gg, w, None, ctx.geom) if need_g else None
         d_w = Conv2dWeightGrad.apply(gg, grad, w.shape, ctx.geom, None) if need_w else None
-        return d_grad, d_w, None, None, None
+        return d_grad, d_w, None, None
 
 
 class Conv2dWeightGrad(Function):
     """The gradient of conv in w: x (N, C, H, W), grad (N, O, OH, OW) -> (O, C/groups, kh, kw)."""
 
     @staticmethod
-    def forward(ctx, x, grad, w_shape, geom, kept, rows=None):
+    def forward(ctx, x, grad, w_shape, geom, kept):
         ctx.geom = geom
         ctx.save_for_backward(x, grad)
-        return ctx.wrap(_conv_weight_grad(ctx.xp, x.data, grad.data, w_shape, geom, kept, rows))
+        return ctx.wrap(_conv_weight_grad(ctx.xp, x.data, grad.data, w_shape, geom, kept))
 
     @staticmethod
     def backward(ctx, ggw):
@@ -260,7 +223,7 @@ class Conv2dWeightGrad(Function):
         need_x, need_g = ctx.needs_input_grad[:2]
         d_x = Conv2dInputGrad.apply(grad, ggw, x.shape, ctx.geom) if need_x else None
         d_grad = Conv2d.apply(x, ggw, None, ctx.geom) if need_g else None
-        return d_x, d_grad, None, None, None, None
+        return d_x, d_grad, None, None, None
 
 
 def conv2d(x, w, b, geom):
