@@ -430,3 +430,16 @@ def test_causal_attention_in_row_blocks_differentiates_twice():
         grads.append([t.numpy() for t in (gq, q.grad, k.grad, v.grad)])
     for a, b in zip(*grads):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+
+
+def test_layer_norm_float16_rows_whose_sums_exceed_its_range(device):
+    # the row means and the backward's row sums are sums of n float16 values: 512 * 300 is past float16's
+    # largest value (65504) though the mean is not; they must be taken in float32 as a.mean() does
+    x = (rand(4, 512) * 4 + 300).astype(np.float16)
+    ours = ag.tensor(x, device=device, requires_grad=True)
+    out = F.layer_norm(ours, (512,))
+    tout = torch.nn.functional.layer_norm(torch.tensor(x.astype(np.float32)), (512,))
+    assert out.dtype == ag.float16
+    np.testing.assert_allclose(out.numpy().astype(np.float32), tout.numpy(), rtol=2e-2, atol=5e-2)
+    out.backward(ag.tensor((rand(4, 512, seed=1) + 200).astype(np.float16), device=device))
+    assert ours.grad.dtype == ag.float16 and np.isfinite(ours.grad.numpy()).all()

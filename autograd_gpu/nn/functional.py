@@ -548,7 +548,7 @@ class LayerNorm(Function):
         n = _prod(a.shape[k:])
         a2 = a.reshape(_prod(a.shape[:k]), n)
         ones = xp.ones(n, dtype=a.dtype)
-        xc = a2 - (mm(a2, ones) * (1.0 / n))[:, None] if n else a2.copy()
+        xc = a2 - _row_sums(xp, mm, a2, ones, 1.0 / n)[:, None] if n else a2.copy()
         var = _row_dot(xp, xc, xc)
         var *= 1.0 / builtins.max(n, 1)
         var += eps
@@ -617,12 +617,8 @@ def _layer_norm_block(xp, mm, g, xhat, rstd, w, gx, need_w, need_b):
     if gx is not None:
         u = xp.multiply(g, w, out=gx) if w is not None else _copy_into(xp, g, gx)    # g = grad * weight
         ones = xp.ones(n, dtype=xhat.dtype)
-        c1 = mm(u, ones)                               # n * mean(g)
-        c2 = mm(t, w if w is not None else ones)       # n * mean(g * xhat)
-        c1 *= rstd
-        c1 *= 1.0 / builtins.max(n, 1)
-        c2 *= rstd
-        c2 *= 1.0 / builtins.max(n, 1)
+        c1 = _row_sums(xp, mm, u, ones, rstd * (1.0 / builtins.max(n, 1)))      # rstd * mean(g)
+        c2 = _row_sums(xp, mm, t, w if w is not None else ones, rstd * (1.0 / builtins.max(n, 1)))  # rstd mean(g xhat)
         u *= rstd[:, None]                             # rstd * g - rstd mean(g) - xhat * rstd mean(g xhat)
         u -= xp.multiply(xhat, c2[:, None], out=t)
         u -= c1[:, None]
@@ -639,6 +635,16 @@ def _prod(shape):
     for s in shape:
         n *= s
     return n
+
+
+def _row_sums(xp, mm, a, v, scale):
+    """(a @ v) * scale for a (rows, n) array, in a's dtype; float16 through float32, since a sum of n
+    float16 values overflows where their mean does not (a.mean() also sums float16 in float32)."""
+    if a.dtype.itemsize < 4:
+        return (mm(a.astype(xp.float32), v.astype(xp.float32)) * scale).astype(a.dtype)
+    s = mm(a, v)
+    s *= scale
+    return s
 
 
 def _row_dot(xp, a, b):
