@@ -443,3 +443,15 @@ def test_layer_norm_float16_rows_whose_sums_exceed_its_range(device):
     np.testing.assert_allclose(out.numpy().astype(np.float32), tout.numpy(), rtol=2e-2, atol=5e-2)
     out.backward(ag.tensor((rand(4, 512, seed=1) + 200).astype(np.float16), device=device))
     assert ours.grad.dtype == ag.float16 and np.isfinite(ours.grad.numpy()).all()
+
+
+def test_causal_attention_keeps_few_masks_across_sequence_lengths():
+    # the blocked causal path compares the mask with a cached (L, L) one: a model fed sequences of many
+    # lengths must not keep one such square per length for the life of the process
+    from autograd_gpu.nn import functional
+    for L in range(64, 64 + 3 * functional.CAUSAL_MASKS_KEPT):
+        q = ag.tensor(rand(1, L, 4))
+        out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        tout = torch.nn.functional.scaled_dot_product_attention(*[torch.tensor(rand(1, L, 4))] * 3, is_causal=True)
+        np.testing.assert_allclose(out.numpy(), tout.numpy(), rtol=1e-9, atol=1e-12)
+    assert len(functional._causal_masks) <= functional.CAUSAL_MASKS_KEPT

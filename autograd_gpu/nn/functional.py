@@ -908,7 +908,7 @@ class ScaledDotProductAttention(Function):
         ctx.save_for_backward(q, k, v, mask)
         ctx.blocks = _causal_blocks(backend, q, k, v, mask, keep, ctx.needs_input_grad[3])
         if ctx.blocks is not None:
-            ctx.p, out = _causal_forward(backend, ctx.blocks, qs, k.data, v.data)
+            ctx.p, out = _causal_forward(backend, ctx.blocks, qs, k.data, v.data, mask.data)
             return ctx.wrap(out)
         s = backend.matmul(qs, xp.swapaxes(k.data, -1, -2))
         if mask is not None:
@@ -988,6 +988,7 @@ class ScaledDotProductAttention(Function):
 # mask is exactly the causal one (is_causal, or an attn_mask equal to it, as a TransformerEncoderLayer
 # given generate_square_subsequent_mask passes), L == S >= 64, no dropout, same batch dims, on NumPy.
 CAUSAL_BLOCKS = 4
+CAUSAL_MASKS_KEPT = 4      # (L, dtype) -> the (L, L) causal mask, for the last few lengths only (not one per length)
 _causal_masks = {}
 
 
@@ -1000,21 +1001,25 @@ def _causal_blocks(backend, q, k, v, mask, keep, need_mask):
     key = (L, mask.dtype)
     causal = _causal_masks.get(key)
     if causal is None:
-        causal = _causal_masks[key] = backend.xp.triu(backend.xp.full((L, L), -math.inf, dtype=mask.dtype), 1)
+        causal = backend.xp.triu(backend.xp.full((L, L), -math.inf, dtype=mask.dtype), 1)
+        while len(_causal_masks) >= CAUSAL_MASKS_KEPT:
+            _causal_masks.pop(next(iter(_causal_masks)), None)      # the oldest
+        _causal_masks[key] = causal
     if not backend.xp.array_equal(mask.data, causal):
         return None
     b = -(-L // CAUSAL_BLOCKS)
     return [(r0, builtins.min(L, r0 + b)) for r0 in range(0, L, b)]
 
 
-def _causal_forward(backend, blocks, qs, k, v):
-    """(probabilities of each row block, output): softmax(qs k^T + causal mask) @ v block by block."""
+def _causal_forward(backend, blocks, qs, k, v, causal):
+    """(probabilities of each row block, output): softmax(qs k^T + causal) @ v block by block; ``causal``
+    the (L, L) mask, checked equal to the causal one (its diagonal blocks are all alike)."""
     xp, mm = backend.xp, backend.matmul
     out = _laid_out_like(backend, qs, qs.shape[:-1] + v.shape[-1:])
     ps = []
     for r0, r1 in blocks:
         s = mm(qs[..., r0:r1, :], xp.swapaxes(k[..., :r1, :], -1, -2))       # (..., block, r1)
-        s[..., r0:] += _causal_masks[(qs.shape[-2], s.dtype)][:r1 - r0, :r1 - r0]
+        s[..., r0:] += causal[:r1 - r0, :r1 - r0]
         ps.append(_softmax_rows(xp, s))
         mm(s, v[..., :r1, :], out=out[..., r0:r1, :])
     return ps, out
