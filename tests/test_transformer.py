@@ -455,3 +455,13 @@ def test_causal_attention_keeps_few_masks_across_sequence_lengths():
         tout = torch.nn.functional.scaled_dot_product_attention(*[torch.tensor(rand(1, L, 4))] * 3, is_causal=True)
         np.testing.assert_allclose(out.numpy(), tout.numpy(), rtol=1e-9, atol=1e-12)
     assert len(functional._causal_masks) <= functional.CAUSAL_MASKS_KEPT
+
+
+def test_layer_norm_backward_of_an_empty_input(device):
+    # no rows: the backward's row blocks (whole arrays off the CPU) must still give empty and zero gradients
+    x = ag.zeros(0, 4, device=device, requires_grad=True)
+    w = ag.ones(4, device=device, requires_grad=True)
+    b = ag.zeros(4, device=device, requires_grad=True)
+    F.layer_norm(x, (4,), w, b).sum().backward()
+    assert x.grad.shape == (0, 4)
+    assert w.grad.shape == b.grad.shape == (4,) and not w.grad.numpy().any() and not b.grad.numpy().any()

@@ -592,7 +592,7 @@ class LayerNorm(Function):
         rows, n = xhat.shape
         g = g.reshape(rows, n)
         w = None if w is None else w.reshape(n)
-        step = rows if backend.name != "numpy" else builtins.max(1, (1 << 16) // builtins.max(n, 1))
+        step = builtins.max(1, rows if backend.name != "numpy" else (1 << 16) // builtins.max(n, 1))   # 1: no rows
         gx = xp.empty((rows, n), dtype=xhat.dtype) if need_x else None
         gw = gb = None
         for r0 in range(0, builtins.max(rows, 1), step):
