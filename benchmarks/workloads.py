@@ -112,22 +112,28 @@ def _mlp_sizes(scale, width=None):
     return 128, (784, width or 512, width or 512, 10)
 
 
-def mlp_step(device, scale, width=None, batch=None):
-    """One SGD training step of an MLP 784-512-512-10 (ReLU, cross-entropy), batch 128."""
-    from autograd_gpu import nn, optim
-    import autograd_gpu.nn.functional as F
-    n, sizes = _mlp_sizes(scale, width)
-    n = batch or n
-    rng = _rng(1)
-    xa = rng.standard_normal((n, sizes[0])).astype(np.float32)
-    ya = rng.integers(0, sizes[-1], n)
+def _mlp_model(sizes, device):
+    """Linear-ReLU-Linear-ReLU-Linear over ``sizes``, seeded: (the Sequential, its layers)."""
+    from autograd_gpu import nn
     ag.manual_seed(0)
     layers = []
     for i in range(3):
         layers.append(nn.Linear(sizes[i], sizes[i + 1]))
         if i < 2:
             layers.append(nn.ReLU())
-    model = nn.Sequential(*layers).to(device)
+    return nn.Sequential(*layers).to(device), layers
+
+
+def mlp_step(device, scale, width=None, batch=None):
+    """One SGD training step of an MLP 784-512-512-10 (ReLU, cross-entropy), batch 128."""
+    from autograd_gpu import optim
+    import autograd_gpu.nn.functional as F
+    n, sizes = _mlp_sizes(scale, width)
+    n = batch or n
+    rng = _rng(1)
+    xa = rng.standard_normal((n, sizes[0])).astype(np.float32)
+    ya = rng.integers(0, sizes[-1], n)
+    model, layers = _mlp_model(sizes, device)
     opt = optim.SGD(model.parameters(), lr=0.01)
     x, y = ag.tensor(xa, device=device), ag.tensor(ya, device=device)
 
@@ -159,20 +165,13 @@ def mlp_sub_step(device, scale):
     ``with no_grad(): p.sub_(p.grad * lr)``, and gradients zeroed with ``model.zero_grad()``. The
     hand-written NumPy step does the same arithmetic (``np.subtract(p, g * lr, out=p)``), PyTorch the
     same loop."""
-    from autograd_gpu import nn
     import autograd_gpu.nn.functional as F
     n, sizes = _mlp_sizes(scale)
     rng = _rng(1)
     xa = rng.standard_normal((n, sizes[0])).astype(np.float32)
     ya = rng.integers(0, sizes[-1], n)
     lr = 0.01
-    ag.manual_seed(0)
-    layers = []
-    for i in range(3):
-        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
-        if i < 2:
-            layers.append(nn.ReLU())
-    model = nn.Sequential(*layers).to(device)
+    model, layers = _mlp_model(sizes, device)
     params = list(model.parameters())
     x, y = ag.tensor(xa, device=device), ag.tensor(ya, device=device)
 

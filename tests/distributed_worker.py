@@ -485,7 +485,8 @@ def cuda_over_mpi_on_the_standin():
 
 @check
 def cuda_over_mpi():
-    # a real GPU, staged through host memory (the stand-in variant above also counts the copies)
+    # a real GPU, staged through host memory (the stand-in variant above also counts the copies);
+    # nccl_world_of_one runs the same checks over NCCL
     collectives_on("cuda")
     ddp_matches_single_process("cuda")
 
@@ -513,8 +514,7 @@ def nccl_world_of_one():
     # NCCL communicator (collectives on the current stream, DDP's buckets on the side stream)
     if dist.get_backend() != "nccl":
         raise AssertionError(f"expected the nccl backend, got {dist.get_backend()!r}")
-    collectives_on("cuda")
-    ddp_matches_single_process("cuda")
+    cuda_over_mpi()
 
 
 def fault():

@@ -206,15 +206,20 @@ def _pure(fn):
 
 def _substitute(x, const):
     """x with every Ref to a folded value replaced by that value."""
+    return map_refs(x, lambda r: const.get(r.vid, r))
+
+
+def map_refs(x, fn):
+    """x with every Ref in it (through tuples, lists, dicts, slices) replaced by fn(ref)."""
     c = x.__class__
     if c is Ref:
-        return const.get(x.vid, x)
+        return fn(x)
     if c is tuple or c is list:
-        return c(_substitute(y, const) for y in x)
+        return c(map_refs(y, fn) for y in x)
     if c is dict:
-        return {k: _substitute(v, const) for k, v in x.items()}
+        return {k: map_refs(v, fn) for k, v in x.items()}
     if c is slice:
-        return slice(_substitute(x.start, const), _substitute(x.stop, const), _substitute(x.step, const))
+        return slice(map_refs(x.start, fn), map_refs(x.stop, fn), map_refs(x.step, fn))
     return x
 
 
@@ -300,16 +305,7 @@ def _key(x, version, root):
 
 def rename_refs(x, m):
     """x with every Ref to a value numbered in m renamed to m's value (through tuples, lists, dicts, slices)."""
-    c = x.__class__
-    if c is Ref:
-        return Ref(m[x.vid]) if x.vid in m else x
-    if c is tuple or c is list:
-        return c(rename_refs(y, m) for y in x)
-    if c is dict:
-        return {k: rename_refs(v, m) for k, v in x.items()}
-    if c is slice:
-        return slice(rename_refs(x.start, m), rename_refs(x.stop, m), rename_refs(x.step, m))
-    return x
+    return map_refs(x, lambda r: Ref(m[r.vid]) if r.vid in m else r)
 
 
 def eliminate_dead(steps, keep):
