@@ -59,9 +59,14 @@ case "${1:-}" in
     # and pass carry=[".gpu_wheels"]. NCCL itself comes with the image's PyTorch (nvidia-nccl-cu*).
     if ! "$PY" -c "import mpi4py" 2>/dev/null; then
       if ls .gpu_wheels/*.whl >/dev/null 2>&1; then
-        "$PY" -m venv --system-site-packages "$OUT/venv" &&
-          "$OUT/venv/bin/python" -m pip install --quiet --no-index --find-links .gpu_wheels mpi4py mpich &&
+        if "$PY" -m venv --system-site-packages "$OUT/venv" &&
+           "$OUT/venv/bin/python" -m pip install --quiet --no-index --find-links .gpu_wheels mpi4py mpich; then
           PY="$OUT/venv/bin/python"
+        else
+          echo "installing mpi4py/mpich from .gpu_wheels failed (wheels for this Python?)" | tee "$OUT/nccl.log"
+          rm -rf "$OUT/venv"
+          exit 1
+        fi
       else
         echo "mpi4py is missing and .gpu_wheels/ was not carried: see the comment above" | tee "$OUT/nccl.log"
         exit 1
