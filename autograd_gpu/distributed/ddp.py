@@ -201,6 +201,7 @@ class DistributedDataParallel(Module):
         size = self._group.size
         for b in self._buckets:
             b.request.Wait()
+            b.request = None                            # done: the next _prepare has nothing to wait for
             if b.host is not None:                      # staged through the host: back to the GPU
                 b.device.backend.xp.copyto(b.flat, b.device.backend.asarray(b.host))
                 b.host = None
