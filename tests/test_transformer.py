@@ -445,6 +445,15 @@ def test_layer_norm_float16_rows_whose_sums_exceed_its_range(device):
     assert ours.grad.dtype == ag.float16 and np.isfinite(ours.grad.numpy()).all()
 
 
+def test_layer_norm_float16_variance_whose_row_sum_exceeds_its_range(device):
+    # rows of 512 values with a standard deviation of 55: the sum of squared deviations (about 1.5e6) is
+    # past float16's largest value (65504) though the variance (about 3000) is not
+    x = (rand(4, 512) * 55).astype(np.float16)
+    out = F.layer_norm(ag.tensor(x, device=device), (512,))
+    tout = torch.nn.functional.layer_norm(torch.tensor(x.astype(np.float32)), (512,))
+    np.testing.assert_allclose(out.numpy().astype(np.float32), tout.numpy(), rtol=2e-2, atol=5e-2)
+
+
 def test_causal_attention_keeps_few_masks_across_sequence_lengths():
     # the blocked causal path compares the mask with a cached (L, L) one: a model fed sequences of many
     # lengths must not keep one such square per length for the life of the process

@@ -549,8 +549,7 @@ class LayerNorm(Function):
         a2 = a.reshape(_prod(a.shape[:k]), n)
         ones = xp.ones(n, dtype=a.dtype)
         xc = a2 - _row_sums(xp, mm, a2, ones, 1.0 / n)[:, None] if n else a2.copy()
-        var = _row_dot(xp, xc, xc)
-        var *= 1.0 / builtins.max(n, 1)
+        var = _row_dot(xp, xc, xc, 1.0 / builtins.max(n, 1))
         var += eps
         rstd = xp.sqrt(var, out=var)
         xp.reciprocal(rstd, out=rstd)
@@ -647,12 +646,14 @@ def _row_sums(xp, mm, a, v, scale):
     return s
 
 
-def _row_dot(xp, a, b):
-    """sum(a * b) over the last axis of two (rows, n) arrays, as one einsum pass (no product array); float16
-    through a float32 product so the sum does not overflow or lose the small terms."""
+def _row_dot(xp, a, b, scale):
+    """sum(a * b) * scale over the last axis of two (rows, n) arrays, as one einsum pass (no product array);
+    float16 through float32 up to the scaled result, so the sum (n times the mean) does not overflow."""
     if a.dtype.itemsize < 4:
-        return (a.astype(xp.float32) * b).sum(axis=-1).astype(a.dtype)
-    return xp.einsum("ij,ij->i", a, b)
+        return ((a.astype(xp.float32) * b).sum(axis=-1) * scale).astype(a.dtype)
+    d = xp.einsum("ij,ij->i", a, b)
+    d *= scale
+    return d
 
 
 # --------------------------------------------------------------------------- dropout, embedding, one_hot
