@@ -26,12 +26,14 @@ import secrets
 import stat
 import zipfile
 
-import numpy as np   # host-only file-format helper: tensors reach it as host NumPy arrays via .numpy()
-from numpy.lib import format as npy_format   # the .npy header parser (a literal, never code): host-only too
-
 from .tensor import Tensor
 from .device import Device, device as _parse_device
-from .backends import SCALAR_TYPES
+from .backends import SCALAR_TYPES, get_backend
+
+# The file format lives on the host: tensors reach it as host arrays via .numpy(), so it works in the
+# CPU backend's namespace, including that library's .npy header parser (a literal, never code).
+np = get_backend("cpu").xp
+npy_format = np.lib.format
 
 __all__ = ["save", "load"]
 
