@@ -15,7 +15,7 @@ def lstm_step(device, scale):
     to 16 classes on every step's output, cross-entropy: forward, backward through time, update."""
     from autograd_gpu import nn, optim
     import autograd_gpu.nn.functional as F
-    from benchmarks.workloads import _torch, _rng      # here: workloads.py imports this module at its end
+    from benchmarks.workloads import _torch, _rng, _copy_weights   # here: workloads.py imports this module at its end
     layers, n_in, hidden, seq, batch = SIZES[scale]
     classes = 16
     rng = _rng(5)
@@ -39,9 +39,7 @@ def lstm_step(device, scale):
     if torch is not None:
         tl = torch.nn.LSTM(n_in, hidden, num_layers=layers).to(tdev)
         th = torch.nn.Linear(hidden, classes).to(tdev)
-        with torch.no_grad():                     # the same weights, so both do the same arithmetic
-            for (_, p), q in zip(list(tl.named_parameters()) + list(th.named_parameters()), params):
-                p.copy_(torch.from_numpy(q.numpy()))
+        _copy_weights(torch, list(tl.parameters()) + list(th.parameters()), params)
         topt = torch.optim.SGD(list(tl.parameters()) + list(th.parameters()), lr=0.01)
         tx, ty = torch.tensor(xa, device=tdev), torch.tensor(ya, device=tdev)
 

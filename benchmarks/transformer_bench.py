@@ -30,7 +30,7 @@ def transformer_step(device, scale):
     import autograd_gpu as ag
     from autograd_gpu import nn, optim
     import autograd_gpu.nn.functional as F
-    from benchmarks.workloads import _torch, _rng
+    from benchmarks.workloads import _torch, _rng, _copy_weights
     layers, d, heads, seq, batch, ff, vocab = SIZES[scale]
     rng = _rng(7)
     xa = rng.standard_normal((batch, seq, d)).astype(np.float32)
@@ -54,9 +54,7 @@ def transformer_step(device, scale):
     if torch is not None:
         tenc, thead = _models(torch.nn, layers, d, heads, ff, vocab, device=tdev)
         tparams = list(tenc.parameters()) + list(thead.parameters())
-        with torch.no_grad():                     # the same weights, so both do the same arithmetic
-            for p, q in zip(tparams, params):
-                p.copy_(torch.from_numpy(q.numpy()))
+        _copy_weights(torch, tparams, params)
         topt = torch.optim.Adam(tparams, lr=1e-4)
         tx, ty = torch.tensor(xa, device=tdev), torch.tensor(ya, device=tdev)
         tmask = torch.nn.Transformer.generate_square_subsequent_mask(seq, device=tdev)

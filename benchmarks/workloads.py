@@ -112,6 +112,13 @@ def _mlp_sizes(scale, width=None):
     return 128, (784, width or 512, width or 512, 10)
 
 
+def _copy_weights(torch, theirs, ours):
+    """PyTorch's parameters ``theirs`` set to ours, in order: both libraries then do the same arithmetic."""
+    with torch.no_grad():
+        for t, p in zip(theirs, ours):
+            t.copy_(torch.from_numpy(p.numpy()))
+
+
 def _mlp_model(sizes, device):
     """Linear-ReLU-Linear-ReLU-Linear over ``sizes``, seeded: (the Sequential, its layers)."""
     from autograd_gpu import nn
@@ -191,9 +198,7 @@ def mlp_sub_step(device, scale):
         tm = tn.Sequential(tn.Linear(sizes[0], sizes[1]), tn.ReLU(), tn.Linear(sizes[1], sizes[2]), tn.ReLU(),
                            tn.Linear(sizes[2], sizes[3])).to(tdev)
         tparams = list(tm.parameters())
-        with torch.no_grad():                   # the same starting weights as ours
-            for tp, p in zip(tparams, params):
-                tp.copy_(torch.from_numpy(p.numpy()))
+        _copy_weights(torch, tparams, params)
         tx, ty = torch.tensor(xa, device=tdev), torch.tensor(ya, device=tdev)
 
         def theirs():
@@ -432,9 +437,7 @@ def moons_step(device, scale):
         tn = torch.nn
         tm = tn.Sequential(tn.Linear(2, 16), tn.ReLU(), tn.Linear(16, 16), tn.ReLU(), tn.Linear(16, 1)).to(tdev)
         tparams = list(tm.parameters())
-        with torch.no_grad():                   # the same starting weights as ours
-            for tp, p in zip(tparams, params):
-                tp.copy_(torch.from_numpy(p.numpy()))
+        _copy_weights(torch, tparams, params)
         tx, ty = torch.tensor(xa, device=tdev), torch.tensor(ya, device=tdev)
 
         def theirs():
