@@ -108,6 +108,32 @@ def test_compiled_training_step_equals_eager_for_20_steps(opt_cls, kw, device):
     assert o2.state[next(iter(m2.parameters()))].get("step", 20) == 20
 
 
+def test_compiled_step_with_sgd_written_out_equals_eager_for_20_steps(device):
+    # the update a user writes without an optimizer: under no_grad, tensor * number and the in-place
+    # sub_/mul_ take eager shortcuts that build no Function; the trace must still record them
+    m1, m2 = _model(device), _model(device)
+
+    def step(m, x, y):
+        m.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        with ag.no_grad():
+            for p in m.parameters():
+                p.mul_(p * 0.0 + (1 - 1e-3))          # weight decay through a tensor-number chain
+                p.sub_(p.grad * 0.1)
+        return loss
+
+    cstep = ag.compile(lambda x, y: step(m2, x, y))
+    rng = np.random.default_rng(1)
+    for i in range(20):
+        x = ag.tensor(rng.standard_normal((8, 6)).astype(np.float32), device=device)
+        y = ag.tensor(rng.integers(0, 3, 8), device=device)
+        close(cstep(x, y), step(m1, x, y), rtol=1e-5, atol=1e-6)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        close(p2, p1, rtol=1e-5, atol=1e-6)
+    assert cstep.stats["replays"] >= 18
+
+
 class _Seq(nn.Module):
     def __init__(self, kind):
         super().__init__()
