@@ -231,8 +231,40 @@ def test_a_program_on_the_second_gpu_runs_its_kernels_and_graph_there(cuda):
     assert f.cuda_stats()["graph_launches"] >= 1
 
 
+def _allocations_of(n, fn, monkeypatch):
+    """How many arrays of n float32 values ``fn()`` allocates on the device: counted by CuPy's memory
+    hook on a GPU, by the stand-in's array constructor on the stand-in."""
+    from autograd_gpu.backends import cupy_backend, get_backend
+    made = []
+    if cupy_backend.simulated():
+        from autograd_gpu.testing.cupy_standin import ndarray
+        real = ndarray._from_host.__func__
+
+        def counting(cls, a, dev):
+            if a.size == n and a.base is None:
+                made.append(a)
+            return real(cls, a, dev)
+        monkeypatch.setattr(ndarray, "_from_host", classmethod(counting))
+        try:
+            fn()
+        finally:
+            monkeypatch.undo()
+        return len(made)
+    xp = get_backend("cuda").xp
+
+    class Count(xp.cuda.MemoryHook):
+        name = "count"
+
+        def malloc_preprocess(self, **kw):
+            if kw["size"] == 4 * n:
+                made.append(kw)
+    with Count():
+        fn()
+        xp.cuda.Device().synchronize()
+    return len(made)
+
+
 def test_a_warm_replay_allocates_only_what_it_hands_out_and_what_ops_make_inside(cuda, monkeypatch):
-    from autograd_gpu.testing.cupy_standin import ndarray
     n = 4096
 
     @ag.compile(cuda_graphs=False)
@@ -243,17 +275,154 @@ def test_a_warm_replay_allocates_only_what_it_hands_out_and_what_ops_make_inside
             return b * a - 1
     x = _rand((n,), 0, cuda)
     f(x), f(x)
-    made = []
-    real = ndarray._from_host.__func__
-
-    def counting(cls, a, dev):
-        if a.size == n and a.base is None:
-            made.append(a)
-        return real(cls, a, dev)
-    monkeypatch.setattr(ndarray, "_from_host", classmethod(counting))
-    out = f(x)
-    monkeypatch.undo()
+    box = []
+    made = _allocations_of(n, lambda: box.append(f(x)), monkeypatch)
     with ag.no_grad():
-        close(out, (ag.exp(x) * x).cumsum(0) * (ag.exp(x) * x) - 1, rtol=1e-5)
+        close(box[0], (ag.exp(x) * x).cumsum(0) * (ag.exp(x) * x) - 1, rtol=1e-5)
+        cumsum = _allocations_of(n, lambda: x.data.cumsum(0), monkeypatch)
     assert f.programs()[0].n_buffers == 1
-    assert len(made) == 2, len(made)          # cumsum's result and the output, nothing for a
+    assert made == cumsum + 1, (made, cumsum)   # cumsum's own and the output, nothing for a
+
+
+# -- matmuls inside a captured graph (backends/cublas_graph.py) ---------------------------------------
+def _layouts(xp, rng, dt):
+    """(a, b) pairs in every layout the graph's cuBLAS call reads directly or has to copy first."""
+    def arr(*shape):
+        a = rng.standard_normal(shape)
+        if np.dtype(dt).kind == "c":
+            a = a + 1j * rng.standard_normal(shape)
+        return xp.asarray(a.astype(dt))
+    wide = arr(7, 9)
+    yield arr(5, 7), arr(7, 3)                        # row-major both
+    yield arr(7, 5).T, arr(3, 7).T                    # transposed views (F-ordered)
+    yield wide[:, 2:7], arr(5, 4)                     # a leading dimension wider than the rows
+    yield arr(10, 7)[::2], arr(7, 6)[:, ::-1]         # a row step; a negative stride (copied)
+    yield arr(7), arr(7, 4)                           # 1-d on the left
+    yield arr(4, 7), arr(7)                           # 1-d on the right
+    yield arr(7), arr(7)                              # both: a 0-d result
+    yield arr(3, 5, 7), arr(3, 7, 2)                  # batched
+    yield arr(5, 7), arr(4, 7, 2)                     # an unbatched operand: batch stride 0
+    yield arr(4, 1, 5, 7), arr(3, 7, 2)               # broadcast batches (copied)
+    yield arr(3, 7, 5).swapaxes(1, 2), arr(2, 3, 7, 2)[1]   # transposed matrices in a batch
+    yield arr(6, 5, 7)[::2], arr(7, 1)                # a batch step; a single column
+    yield arr(1, 5, 0), arr(1, 0, 3)                  # k = 0: zeros
+
+
+@pytest.mark.parametrize("dt", ["float16", "float32", "float64", "complex64", "complex128"])
+def test_the_graph_matmul_equals_cupy_matmul_in_every_layout(cuda, dt):
+    from autograd_gpu.backends import cublas_graph, get_backend
+    xp = get_backend(cuda).xp
+    rng = np.random.default_rng(5)
+    tol = dict(rtol=2e-2, atol=2e-2) if dt == "float16" else dict(rtol=1e-5, atol=1e-5)
+    for a, b in _layouts(xp, rng, dt):
+        want = xp.matmul(a, b)
+        got = cublas_graph.matmul(xp, a, b)
+        assert got.shape == want.shape and got.dtype == want.dtype, (a.shape, b.shape)
+        np.testing.assert_allclose(xp.asnumpy(got), xp.asnumpy(want), **tol)
+        out = xp.full(want.shape, np.nan, dtype=want.dtype)
+        assert cublas_graph.matmul(xp, a, b, out=out) is out
+        np.testing.assert_allclose(xp.asnumpy(out), xp.asnumpy(want), **tol)
+    with pytest.raises(ValueError, match="mismatch"):
+        cublas_graph.matmul(xp, xp.ones((2, 3), dt), xp.ones((4, 2), dt))
+    with pytest.raises(TypeError, match="float16/32/64 or complex"):
+        cublas_graph.matmul(xp, xp.ones((2, 3), "int32"), xp.ones((3, 2), "int32"))
+
+
+# -- what a graph hands out and reads in place ----------------------------------------------------------
+def test_a_large_result_is_handed_out_uncopied_until_someone_keeps_one(cuda):
+    n = 1 << 15                                      # 128 KiB: handed out as the graph's own buffer
+
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            return ag.exp(x) * 2 - x
+    xs = [_rand((n,), i, cuda) for i in range(7)]
+
+    def want(x):
+        return np.exp(to_numpy(x)) * 2 - to_numpy(x)
+    f(xs[0]), f(xs[1])                               # the trace, a plain replay
+    r = f(xs[2])                                     # captured and launched
+    ptr = r.data.data.ptr
+    np.testing.assert_allclose(to_numpy(r), want(xs[2]), rtol=1e-6)
+    del r                                            # nobody keeps it: the next launch may write there
+    r = f(xs[3])
+    assert r.data.data.ptr == ptr and f.cuda_stats()["graph_captures"] == 1
+    kept = r                                         # kept: the next launch must not overwrite it
+    r = f(xs[4])
+    np.testing.assert_allclose(to_numpy(kept), want(xs[3]), rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(r), want(xs[4]), rtol=1e-6)
+    assert f.cuda_stats()["graph_captures"] == 2     # captured again, that result copied from now on
+    view = r[5:]                                     # a copy now; a view of it keeps it all the same
+    del r
+    r = f(xs[5])
+    np.testing.assert_allclose(to_numpy(view), want(xs[4])[5:], rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(r), want(xs[5]), rtol=1e-6)
+    assert f.cuda_stats()["graph_launches"] == 4
+
+
+def test_a_view_of_a_result_handed_out_uncopied_keeps_it_from_being_overwritten(cuda):
+    n = 1 << 15
+
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            return x * 3
+    xs = [_rand((n,), i, cuda) for i in range(5)]
+    f(xs[0]), f(xs[1]), f(xs[2])                     # traced, replayed, captured (that result dropped)
+    view = f(xs[3])[7:]                              # only a view of the result is kept
+    r = f(xs[4])
+    np.testing.assert_allclose(to_numpy(view), to_numpy(xs[3])[7:] * 3, rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(r), to_numpy(xs[4]) * 3, rtol=1e-6)
+    assert f.cuda_stats()["graph_captures"] == 2
+
+
+def test_a_large_gradient_is_handed_out_uncopied_and_an_old_one_kept_keeps_its_values(cuda):
+    n = 1 << 15
+    x = _rand((n,), 0, cuda, requires_grad=True)
+
+    @ag.compile
+    def f():
+        x.grad = None
+        s = ag.sigmoid(x)
+        ((s * x) ** 2).sum().backward()
+
+    def want():
+        a = to_numpy(x).astype(np.float64)
+        s = 1 / (1 + np.exp(-a))
+        return 2 * (s * a) * (s + a * s * (1 - s))
+    grads, ptrs = [], []
+    for i in range(7):
+        with ag.no_grad():
+            x.mul_(0.9)                              # in place: the same array, read by address
+        f()
+        np.testing.assert_allclose(to_numpy(x.grad), want(), rtol=1e-4, atol=1e-6)
+        ptrs.append(x.grad.data.data.ptr)
+        if i == 4:
+            grads.append((x.grad, want()))           # kept across the next launches
+    # launched from the fourth call on (two traces, a plain replay): the gradient replaced by the next
+    # call (and gathered as its input) was the graph's own buffer, written again in place
+    assert ptrs[3] == ptrs[4]
+    for g, w in grads:
+        np.testing.assert_allclose(to_numpy(g), w, rtol=1e-4, atol=1e-6)
+    st = f.cuda_stats()
+    assert st["graph_captures"] == 2 and st["graph_launches"] == 4, st     # captured again once, when kept
+
+
+def test_a_state_tensor_rebound_to_another_array_is_read_from_the_new_one(cuda):
+    w = ag.tensor(np.ones(4096, np.float32), device=cuda)
+
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            return x * w + 1
+    x = _rand((4096,), 1, cuda)
+    for _ in range(3):
+        close(f(x), to_numpy(x) + 1, rtol=1e-6)
+    with ag.no_grad():
+        w.mul_(3)                                    # in place: the graph reads it where it is
+    close(f(x), to_numpy(x) * 3 + 1, rtol=1e-6)
+    assert f.cuda_stats()["graph_captures"] == 1
+    w.data = ag.tensor(np.full(4096, 5, np.float32), device=cuda).data     # rebound: another array
+    close(f(x), to_numpy(x) * 5 + 1, rtol=1e-6)
+    close(f(x), to_numpy(x) * 5 + 1, rtol=1e-6)
+    assert f.cuda_stats()["graph_captures"] == 2

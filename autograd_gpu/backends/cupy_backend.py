@@ -2,6 +2,7 @@
 explicit reads that carry the device-side checks back with them."""
 import numpy as np
 
+from . import cublas_graph
 from . import sync as _sync
 from .base import Backend
 
@@ -116,6 +117,7 @@ class CupyBackend(Backend):
         # the messages by code; read with the next explicit read and raised then
         self._err = None
         self._codes, self._messages = {}, [None]
+        self.capturing = False          # set while the CUDA fuser captures a graph (fuse_cuda.py)
 
     # -- arrays and transfers ----------------------------------------------------------------
     def asarray(self, data, dtype=None, copy=False):
@@ -211,8 +213,11 @@ class CupyBackend(Backend):
             return 1 / (1 + self.xp.exp(-x))
 
     def matmul(self, a, b, out=None):
-        """cupy.matmul: float16 goes to cuBLAS, which accumulates in float32."""
+        """cupy.matmul: float16 goes to cuBLAS, which accumulates in float32. While a CUDA graph captures
+        (``capturing``), float products go to cuBLAS without CuPy, which refuses capture (cublas_graph.py)."""
         with self._cuda_device:
+            if self.capturing and a.dtype.kind in "fc" and b.dtype.kind in "fc":
+                return cublas_graph.matmul(self.xp, a, b, out)
             return self.xp.matmul(a, b) if out is None else self.xp.matmul(a, b, out=out)
 
     def erf(self, x):

@@ -17,13 +17,16 @@ replayed once plainly (compiling the kernels), then captured on a private stream
 memory pool (what the capture allocates stays reserved for the graph) and launched on every later
 call: inputs the program writes (parameters, optimizer state) are captured by address, the others
 are copied into captured buffers; ``host_values`` numbers (a learning rate, Adam's bias corrections)
-are computed on the host before each launch and copied into captured 0-d buffers; results handed
-out are copied out of the graph's buffers, so the next launch does not overwrite them. Anything that
+are computed on the host before each launch and copied into captured 0-d buffers; small results
+handed out are copied out of the graph's buffers, large ones handed out as they are while nobody else
+holds them (reference counts, checked before the next launch; see ``_GraphRunner``). Matrix products
+go to cuBLAS by pointer (cublas_graph.py), since CuPy refuses cuBLAS under capture. Anything that
 fails during capture (a transfer, a sync) leaves the program replaying without a graph.
 
-Only the stand-in (autograd_gpu/testing/cupy_standin) has run this; see docs/compile.md.
+Runs on the stand-in in CI and was checked on an H100 (docs/bench/gpu/); see docs/compile.md.
 """
 import operator
+import sys
 
 import numpy as np
 
@@ -135,6 +138,7 @@ class _HostValues:
 class CupyFuser:
     """``plan`` rewrites a CUDA program's steps; ``finish`` wraps the program in a graph runner."""
     cuda_graphs = True
+    fold_constants = True           # program.py computes calls on constants once, at trace time
 
     def __init__(self, backend):
         from ..compile.tracer import XpProxy
@@ -256,21 +260,30 @@ class CupyFuser:
             return None
         out = values[s.outs]
         floats = {out.dtype.name} - {"bool"}
-        n_arrays = 0
-        for a in s.args:
+        n_arrays, full, args = 0, False, list(s.args)
+        for n, a in enumerate(s.args):
             if a.__class__ is Ref:
                 d = values[a.vid].dtype.name
                 if d != "bool":
                     floats.add(d)
                 n_arrays += 1
+                full = full or values[a.vid].shape == out.shape
+            elif isinstance(a, self.xp.ndarray) and a.dtype.name in _FLOATS and (
+                    a.size == 1 or not any(a.strides)):
+                # a folded constant of one value (the backward's seed broadcast to a shape): a 0-d view of
+                # it, which the kernel broadcasts, when a traced operand gives the result its shape
+                args[n] = a[(0,) * a.ndim] if a.size else a
+                floats.add(a.dtype.name)
             elif not isinstance(a, (bool, int, float, np.bool_, np.integer, np.floating)):
                 return None
         if n_arrays == 0 or len(floats) != 1 or not floats <= _FLOATS:
             return None
+        if not full and any(a is not b for a, b in zip(args, s.args)):
+            return None
         if out.dtype.name == "bool" and op not in ("less", "less_equal", "greater", "greater_equal", "equal",
                                                    "not_equal"):
             return None
-        return op, list(s.args), floats.pop(), target
+        return op, args, floats.pop(), target
 
     def _signature(self, node, values, dt):
         """Parameters and arguments of a kernel for ``node``: arrays a0.., typed scalars k0.."""
@@ -287,7 +300,8 @@ class CupyFuser:
             else:
                 names[key] = f"k{len(names)}"
                 params.append(f"{dt} {names[key]}")
-                args.append(np.dtype(dt).type(x))
+                # a number, or a folded 0-d device constant (read where it is: no transfer)
+                args.append(x if isinstance(x, self.xp.ndarray) else np.dtype(dt).type(x))
 
         def name_of(x):
             return names[("v", x.vid) if x.__class__ is Ref else ("c", id(x))]
@@ -414,8 +428,27 @@ class CupyFuser:
         return program
 
 
+# results at least this large are handed out as the graph's own buffers (no copy) while nobody holds
+# the previous launch's; smaller ones are always copied (a copy costs a launch, not bandwidth)
+_HAND_OUT_BYTES = 1 << 16
+
+
+def _refs(a):
+    """References to ``a`` and to its allocation (every view of it holds the allocation: CuPy's
+    ``data.mem``; the stand-in's host buffer), for telling whether anyone outside holds ``a``."""
+    mem = a.data.mem
+    return sys.getrefcount(a), sys.getrefcount(mem)
+
+
 class _GraphRunner:
-    """Replays a program plainly, then (when allowed) as one captured CUDA graph."""
+    """Replays a program plainly, then (when allowed) as one captured CUDA graph.
+
+    Inputs the program writes, and state tensors it reads (``state_inputs``), are captured by address;
+    argument tensors are copied into captured buffers. Results of at least ``_HAND_OUT_BYTES`` are
+    handed out as the graph's buffers themselves: before the next launch overwrites one, its reference
+    counts must be back where they were after the capture (nobody kept it, or a view of it), else the
+    graph is captured again with that result copied. A state input passed as another array than at
+    capture (a rebound ``.data``) is captured again as a copied input."""
 
     def __init__(self, run, fuser):
         self.run = run
@@ -423,10 +456,12 @@ class _GraphRunner:
         self.backend, self.xp = fuser.backend, fuser.xp
         self.n_kernels, self.mutated, self.host_values = fuser.n_kernels, fuser.mutated, fuser.host_values
         self.has_checks, self.copy_in = fuser.has_checks, fuser.copy_in
+        self.by_address = set(getattr(fuser, "state_inputs", ())) - self.mutated
         self.no_graph = None if fuser.cuda_graphs else "cuda_graphs=False"
         self.no_graph = self.no_graph or fuser.no_graph
         self.warm = 0
         self.graph = None
+        self.copy_out, self.handed, self.pools = set(), set(), []
 
     def __call__(self, arrays):
         if self.graph is not None:
@@ -449,15 +484,19 @@ class _GraphRunner:
         xp, b = self.xp, self.backend
         with b._cuda_device:
             self.stream = xp.cuda.Stream()
+            if self.graph is not None:
+                self.pools.append(self.pool)        # what the last graph handed out stays allocated
+            self.graph = None
             self.pool = xp.cuda.MemoryPool()        # what the capture allocates stays the graph's
-            # written inputs (parameters, state) and unread ones by address; the others get captured buffers
-            read_only = set(self.copy_in) - self.mutated
-            self.static = [xp.empty(a.shape, a.dtype) if i in read_only else a for i, a in enumerate(arrays)]
+            # written inputs (parameters, state) and state read by address; arguments get captured buffers
+            copied = set(self.copy_in) - self.mutated - self.by_address
+            self.static = [xp.empty(a.shape, a.dtype) if i in copied else a for i, a in enumerate(arrays)]
             if self.has_checks and b._err is None:
                 b._err = xp.zeros(2, dtype=np.int64)
             self.err = b._err if self.has_checks else None
             for hv in self.host_values:
                 hv.capturing = True
+            b.capturing = True                      # its matmul goes around CuPy's cuBLAS (cublas_graph.py)
             try:
                 with self.stream, xp.cuda.using_allocator(self.pool.malloc):
                     self.stream.begin_capture()
@@ -466,15 +505,40 @@ class _GraphRunner:
                     finally:
                         graph = self.stream.end_capture()
             finally:
+                b.capturing = False
                 for hv in self.host_values:
                     hv.capturing = False
         self.outs = outs
         self.pos = {id(s): i for i, s in enumerate(self.static)}
+        self.copy_out |= {j for j, o in enumerate(outs) if id(o) not in self.pos and o.nbytes < _HAND_OUT_BYTES}
+        self.handed = set()
+        self.base_refs = self._out_refs(range(len(outs)))
         self.graph = graph
         self.stats["graph_captures"] += 1
 
+    def _out_refs(self, indices, arrays=()):
+        """Reference counts of the results at ``indices``, one way of counting at capture and after; the
+        references of this call's ``arrays`` (a replaced gradient gathered as an input) do not count: the
+        launch reads captured copies of such inputs, never the buffer it writes."""
+        res = []
+        for j in indices:
+            n, m = _refs(self.outs[j])
+            res.append((n - sum(1 for a in arrays if a is self.outs[j]), m))
+        return res
+
+    def _recapture_if_needed(self, arrays):
+        """Capture again when a state input is another array than at capture, or a result handed out by
+        the last launch is still held (the next launch would overwrite it)."""
+        moved = {i for i in self.by_address if arrays[i] is not self.static[i]}
+        held = {j for j, r in zip(self.handed, self._out_refs(self.handed, arrays)) if r != self.base_refs[j]}
+        if moved or held:
+            self.by_address -= moved
+            self.copy_out |= held
+            self._capture(arrays)
+
     def _launch(self, arrays):
         xp, b = self.xp, self.backend
+        self._recapture_if_needed(arrays)
         with b._cuda_device, self.stream:
             static = self.static
             for i in self.copy_in:
@@ -492,9 +556,17 @@ class _GraphRunner:
             for i in self.mutated:
                 if arrays[i] is not self.static[i]:
                     xp.copyto(arrays[i], self.static[i])
-            res = tuple(arrays[self.pos[id(o)]] if id(o) in self.pos else o.copy() for o in self.outs)
+            res = []
+            for j, o in enumerate(self.outs):
+                if id(o) in self.pos:
+                    res.append(arrays[self.pos[id(o)]])
+                elif j in self.copy_out:
+                    res.append(o.copy())
+                else:
+                    res.append(o)
+                    self.handed.add(j)
         self.stats["graph_launches"] += 1
-        return res
+        return tuple(res)
 
 
 register_fuser("cupy", CupyFuser)

@@ -201,7 +201,7 @@ def _pure(fn):
     if mod.partition(".")[0] in ("numpy", "cupy"):
         return "random" not in mod
     cls = getattr(fn, "__objclass__", None)             # ndarray.reshape, ndarray.astype, ...
-    return cls is not None and cls.__name__ == "ndarray"
+    return cls is not None and cls.__name__ in ("ndarray", "_ndarray_base")     # CuPy 13+: _ndarray_base
 
 
 def _substitute(x, const):

@@ -42,7 +42,7 @@ class _Fast:
 
 class _Entry:
     """One signature's program and what to do around it."""
-    __slots__ = ("program", "inputs", "actions", "outputs", "guard_fails", "rng", "gather", "bump")
+    __slots__ = ("program", "inputs", "actions", "outputs", "guard_fails", "rng", "gather", "bump", "release")
 
     def __init__(self, program, inputs, actions, outputs, rng=()):
         self.program, self.inputs, self.outputs = program, inputs, outputs
@@ -59,6 +59,10 @@ class _Entry:
         exec(builtins.compile(src, "<ag.compile replay inputs>", "exec"), glob)
         self.gather, self.bump = glob["gather"], glob["bump"]
         self.actions = [a for a in actions if a[0] != "version"]
+        # gradients the call replaces, let go before a CUDA graph launches: a result the graph hands out
+        # without a copy may then be overwritten in place (fuse_cuda.py checks that nobody else holds it)
+        graph = getattr(program, "graph_runner", None) is not None
+        self.release = tuple(a[1] for a in self.actions if a[0] == "grad_new") if graph else ()
 
 
 class CompiledFunction:
@@ -205,7 +209,7 @@ class CompiledFunction:
                     reason = tr.failed
                 else:
                     try:
-                        entry = self._build(tr, st, holders, binds, before, inputs, out, overlap)
+                        entry = self._build(tr, st, holders, binds, before, inputs, out, overlap, n_args)
                     except Untraceable as e:
                         reason = str(e)
             finally:
@@ -220,7 +224,7 @@ class CompiledFunction:
         self._store(sig, entry)
         return out
 
-    def _build(self, tr, st, holders, binds, before, inputs, out, overlap):
+    def _build(self, tr, st, holders, binds, before, inputs, out, overlap, n_args):
         finals, actions = [], []
 
         def final(h):
@@ -269,6 +273,11 @@ class CompiledFunction:
             fuser = None            # inputs that overlap and are written: fusing may move a read past a write
         if hasattr(fuser, "cuda_graphs"):
             fuser.cuda_graphs = self.cuda_graphs
+            # state tensors' data (not arguments, not rebound by this call) stays the same arrays from
+            # call to call: a graph reads them in place
+            rebound = {a[1] for a in actions if a[0] == "data"}
+            fuser.state_inputs = {pos for pos, (_, i, kind) in enumerate(inputs)
+                                  if i >= n_args and kind == "data" and i not in rebound}
         program = build_program(tr.steps, [v for v, _, _ in inputs], finals, tr.values, tr.backend_of, fuser)
         if hasattr(fuser, "finish"):             # the CUDA fuser: kernel counts, graph capture
             program = fuser.finish(program, self.stats)
@@ -309,7 +318,11 @@ class CompiledFunction:
 
     # -- replaying ---------------------------------------------------------------------------------
     def _replay(self, entry, holders):
-        finals = entry.program.run(entry.gather(holders))
+        arrays = entry.gather(holders)
+        for i in entry.release:
+            holders[i]._grad = None
+        finals = entry.program.run(arrays)
+        del arrays
         entry.bump(holders)
         for a in entry.actions:
             k = a[0]

@@ -12,6 +12,7 @@ It is reached only through ``install()``, which the test suite calls when ``AG_C
 from ._core import ndarray, count_transfers, TransferLog, add_hook, remove_hook, N_DEVICES
 from ._modules import cupy, cupyx
 from ._api import VERSION as CUPY_VERSION
+from . import cublas as _cublas
 
 __all__ = ["install", "uninstall", "installed", "count_transfers", "TransferLog", "cupy", "cupyx", "ndarray",
            "N_DEVICES", "CUPY_VERSION"]
@@ -19,14 +20,16 @@ __all__ = ["install", "uninstall", "installed", "count_transfers", "TransferLog"
 
 def install():
     """Make autograd_gpu's CUDA backend run on the stand-in (in this process, until ``uninstall``)."""
-    from ...backends import cupy_backend, sync
+    from ...backends import cublas_graph, cupy_backend, sync
     cupy_backend.use_modules(cupy, cupyx, simulated=True)
+    cublas_graph.set_library(_cublas.Library())     # graph-captured matmuls: cuBLAS by pointer, simulated
     add_hook(sync.on_simulated_transfer)      # an undeclared read is an implicit sync: the debug mode sees it
 
 
 def uninstall():
-    from ...backends import cupy_backend, sync
+    from ...backends import cublas_graph, cupy_backend, sync
     remove_hook(sync.on_simulated_transfer)
+    cublas_graph.set_library(None)
     cupy_backend.use_modules(None, None)
 
 

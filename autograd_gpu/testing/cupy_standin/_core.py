@@ -13,6 +13,7 @@ what it counts:
 - CuPy's own differences from NumPy are kept: operations return 0-d arrays, never NumPy scalars;
   out-of-bounds integer-array indices wrap around instead of raising.
 """
+import operator
 import threading
 
 import numpy as np
@@ -77,6 +78,13 @@ def add_hook(fn):
 def remove_hook(fn):
     if fn in _hooks:
         _hooks.remove(fn)
+
+
+def refuse_cublas_under_capture(what):
+    """CuPy's cuBLAS wrappers raise while the current stream captures (CuPy 13 and 14)."""
+    cap = getattr(_local, "capture", None)
+    if cap is not None:
+        raise NotImplementedError(f"calling cuBLAS API during stream capture is currently unsupported ({what})")
 
 
 def kernel(run, args=()):
@@ -251,7 +259,10 @@ class ndarray:
     @property
     def data(self):
         from .cuda import MemoryPointer
-        return MemoryPointer(self._a.__array_interface__["data"][0], self._dev)
+        mem = self._a
+        while isinstance(mem.base, np.ndarray):
+            mem = mem.base
+        return MemoryPointer(self._a.__array_interface__["data"][0], self._dev, mem)
 
     @property
     def __cuda_array_interface__(self):
@@ -436,6 +447,8 @@ def _install_operators():
 def _binary(fn, reflected=False, inplace=False):
     def method(self, other):
         dev = self._here(fn.__name__)
+        if fn is operator.matmul:
+            refuse_cublas_under_capture("ndarray.__matmul__")
         if isinstance(other, np.ndarray):
             raise TypeError(f"Unsupported type {np.ndarray} (an operator between a CuPy and a NumPy array)")
         o = unwrap(other, dev, fn.__name__)

@@ -18,9 +18,16 @@ _READS_BACK = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "unique
                          "trim_zeros"})
 
 
+# CuPy functions that call cuBLAS, which CuPy refuses while a stream captures
+_CUBLAS = frozenset({"cupy.matmul", "cupy.dot", "cupy.vdot", "cupy.inner", "cupy.tensordot", "cupy.einsum",
+                     "cupy.kron"})
+
+
 def _call(qualname, npf, check, args, kwargs):
     if check is not None:
         check(args, kwargs)
+    if qualname in _CUBLAS or qualname.startswith("cupy.linalg."):
+        _core.refuse_cublas_under_capture(qualname)
     dev = current_device_id()
     if qualname.rsplit(".", 1)[-1] in _READS_BACK:
         record("d2h", f"{qualname} (reads the result's size back from the device)")
@@ -45,6 +52,7 @@ def function(qualname, npf, entry):
         return _call(qualname, npf, check, args, kwargs)
     f.__name__ = qualname.rsplit(".", 1)[-1]
     f.__qualname__ = qualname
+    f.__module__ = qualname.rsplit(".", 1)[0]       # "cupy", "cupy.random", ... as CuPy's functions say
     f.__doc__ = f"CuPy stand-in for {qualname} (NumPy's {getattr(npf, '__name__', npf)} on the host buffers)."
     return f
 
@@ -54,6 +62,7 @@ class ufunc:
 
     def __init__(self, qualname, npu, entry):
         self.__name__ = qualname.rsplit(".", 1)[-1]
+        self.__module__ = qualname.rsplit(".", 1)[0]
         self._qualname, self._npu = qualname, npu
         self._check = _api.keyword_checker(qualname, entry)
         self.nin, self.nout = npu.nin, npu.nout
@@ -379,6 +388,12 @@ def _install_ndarray_methods():
             setattr(ndarray, name, _api.not_simulated(f"cupy.ndarray.{name}"))
             continue
         setattr(ndarray, name, _method(name, entry, name in views))
+    for name, fn in list(vars(ndarray).items()):    # as CuPy's method descriptors: ndarray.reshape.__objclass__
+        if callable(fn) and not name.startswith("__") and not isinstance(fn, type):
+            try:
+                fn.__objclass__ = ndarray
+            except AttributeError:                 # staticmethod/classmethod objects
+                pass
 
 
 def _method(name, entry, view):
@@ -389,6 +404,8 @@ def _method(name, entry, view):
         if check is not None:
             check(args, kwargs)
         dev = self._dev if view else self._here(name)
+        if name == "dot":
+            _core.refuse_cublas_under_capture(qualname)
         if name in _READS_BACK:
             record("d2h", f"{qualname} (reads the result's size back from the device)")
         ua, uk = unwrap(args, dev, qualname), unwrap_kwargs(kwargs, dev, qualname)

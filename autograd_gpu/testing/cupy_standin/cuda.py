@@ -59,9 +59,10 @@ class Device:
 
 
 class MemoryPointer:
-    def __init__(self, ptr, device_id):
+    def __init__(self, ptr, device_id, mem=None):
         self.ptr = ptr
         self.device_id = device_id
+        self.mem = mem          # the allocation (the host buffer that every view of it keeps as base)
 
     @property
     def device(self):
