@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_session}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+# the device machine runs commands as root, which its OpenMPI mpiexec refuses unless told
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 PY=${PYTHON:-python3}
 
 {
@@ -46,7 +48,10 @@ cat "$OUT/machine.txt"
 case "${1:-}" in
   tests)
     # no -x: one run should show every failure; --maxfail bounds a broken device
-    timeout 560 "$PY" -m pytest -m gpu -q -p no:cacheprovider --maxfail=200 -rf \
+    # pytest-xdist (in the device image) spreads the run, and CuPy's first-use kernel compiles, over
+    # the machine's cores; every worker shares the one GPU
+    XDIST=$("$PY" -c "import xdist" 2>/dev/null && echo "-n ${GPU_TEST_WORKERS:-8}")
+    timeout ${GPU_TEST_TIMEOUT:-560} "$PY" -m pytest -m gpu -q -p no:cacheprovider --maxfail=200 -rf $XDIST \
       --junitxml="$OUT/gpu_tests.xml" 2>&1 | tee "$OUT/gpu_tests.log" | tail -40
     ;;
   bench)
@@ -57,7 +62,7 @@ case "${1:-}" in
     #   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
     #       --platform manylinux_2_28_x86_64 mpi4py mpich -d .gpu_wheels
     # and pass carry=[".gpu_wheels"]. NCCL itself comes with the image's PyTorch (nvidia-nccl-cu*).
-    if ! "$PY" -c "import mpi4py" 2>/dev/null; then
+    if ! "$PY" -c "from mpi4py import MPI" 2>/dev/null; then
       if ls .gpu_wheels/*.whl >/dev/null 2>&1; then
         if "$PY" -m venv --system-site-packages "$OUT/venv" &&
            "$OUT/venv/bin/python" -m pip install --quiet --no-index --find-links .gpu_wheels mpi4py mpich; then
