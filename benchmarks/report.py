@@ -14,6 +14,9 @@ def describe(row):
     if "compiled" in row:
         c = row["compiled"]["median"]
         parts.append(f"compiled {_fmt(c)}" + (f" (ratio to torch {c / row['torch']['median']:.2f})" if "torch" in row else ""))
+    if "compiled_fraction_of_copy" in row:
+        parts.append(f"compiled on the GPU at {row['compiled_device_gb_per_s']:.0f} GB/s, "
+                     f"{row['compiled_fraction_of_copy']:.0%} of a copy's {row['copy_gb_per_s']:.0f} GB/s")
     return ", ".join(parts)
 
 
@@ -34,8 +37,11 @@ def markdown(results):
         cells += [_fmt(c["median"]) if c else "-", f"{c['median'] / t['median']:.2f}" if c and t else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     extras = [(r["workload"], r["device"], k, r[k]) for r in results["rows"]
-              for k in ("ours_tflops", "ours_gb_per_s", "ours_peak_mb") if k in r]
+              for k in ("ours_tflops", "ours_gb_per_s", "ours_peak_mb", "compiled_gb_per_s", "compiled_device_gb_per_s",
+                        "copy_gb_per_s", "compiled_fraction_of_copy") if k in r]
     if extras:
+        # gb_per_s: from the synchronised step time (host included); device_gb_per_s and the copy: the GPU's
+        # time, CUDA events around one call behind a busy GPU (benchmarks/workloads.py, device_ms)
         lines += ["", "| workload | device | figure | value |", "|---|---|---|---|"]
         lines += [f"| {w} | {d} | {k.replace('ours_', '')} | {v:.3g} |" for w, d, k, v in extras]
     if results["sweep"]:
