@@ -24,7 +24,7 @@ from ..ops.reduction import Sum
 from ..ops.shape import broadcast_shapes, broadcast_to, sum_to as _sum_to
 from ..ops.linalg import MatMul, matmul
 from ..ops.indexing import ScatterAddInto, IndexAddInto, _along
-from ..amp import cast_low, cast_float32
+from ..amp import cast_low, cast_float32, _state as _amp_state
 
 __all__ = ["linear", "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
            "adaptive_avg_pool2d", "batch_norm", "layer_norm", "dropout", "embedding", "softmax", "log_softmax",
@@ -216,6 +216,14 @@ def _linear_relu(input, weight, bias=None):
 
 def linear(input, weight, bias=None):
     """x @ weight.T + bias for x of shape (*, in_features), weight (out_features, in_features)."""
+    if not _amp_state.active and isinstance(input, Tensor) and isinstance(weight, Tensor):
+        # the common case (float tensors of one dtype whose shapes fit, autocast off) goes straight to the
+        # node: the general checks below cost a small layer as much as its product
+        xd, wd = input.data, weight.data
+        dt = wd.dtype
+        if wd.ndim == 2 and xd.ndim and xd.shape[-1] == wd.shape[1] and xd.dtype is dt and dt.kind == "f" and (
+                bias is None or isinstance(bias, Tensor) and bias.data.dtype is dt and bias.data.shape == wd.shape[:1]):
+            return Linear.apply(input, weight, bias)
     x = _float_tensor(input, "linear")
     w = _float_tensor(weight, "linear", "weight", like=x)
     b = None if bias is None else _float_tensor(bias, "linear", "bias", like=x)
