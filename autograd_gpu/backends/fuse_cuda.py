@@ -31,7 +31,8 @@ import sys
 import numpy as np
 
 from .fusers import register_fuser
-from .cupy_backend import CupyBackend
+from .cupy_backend import CupyBackend, simulated
+from .fuse_cuda_vec import VecKernel
 
 __all__ = ["CupyFuser"]
 
@@ -316,9 +317,9 @@ class CupyFuser:
         out_t = values[s.outs].dtype.name
         key = ("ew", ", ".join(params), out_t, code)
         k = _kernels.get(key)
-        if k is None:
-            k = _kernels[key] = self.xp.ElementwiseKernel(
-                ", ".join(params), f"{out_t} y", f"y = {code}", f"ag_fused_{len(_kernels)}")
+        if k is None:                # vectorised where the arrays allow it (fuse_cuda_vec.py)
+            ew = self.xp.ElementwiseKernel(", ".join(params), f"{out_t} y", f"y = {code}", f"ag_fused_{len(_kernels)}")
+            k = _kernels[key] = VecKernel(self.xp, ew, params, out_t, code, simulated())
         if target is not None:
             args = args[:]               # the target is passed as the output (the in-place write)
         step = _KernelStep(s.outs, k, args, code, target=target)
@@ -434,10 +435,14 @@ _HAND_OUT_BYTES = 1 << 16
 
 
 def _refs(a):
-    """References to ``a`` and to its allocation (every view of it holds the allocation: CuPy's
-    ``data.mem``; the stand-in's host buffer), for telling whether anyone outside holds ``a``."""
-    mem = a.data.mem
-    return sys.getrefcount(a), sys.getrefcount(mem)
+    """References to ``a``, to its base, to its MemoryPointer and to its allocation, for telling whether
+    anyone outside holds ``a`` or a view of it. Each is needed on CuPy: a view made by ``ndarray._view``
+    (reshape, transpose) holds the array's own ``data`` object and ``a.base`` (``a`` itself only when
+    ``a`` owns its memory), a sliced view a new MemoryPointer on ``data.mem``; the stand-in's views hold
+    the host buffer (``data.mem``)."""
+    data, base = a.data, a.base
+    return (sys.getrefcount(a), sys.getrefcount(data), sys.getrefcount(data.mem),
+            0 if base is None else sys.getrefcount(base))
 
 
 class _GraphRunner:
@@ -518,12 +523,14 @@ class _GraphRunner:
 
     def _out_refs(self, indices, arrays=()):
         """Reference counts of the results at ``indices``, one way of counting at capture and after; the
-        references of this call's ``arrays`` (a replaced gradient gathered as an input) do not count: the
-        launch reads captured copies of such inputs, never the buffer it writes."""
+        references of this call's ``arrays`` (a replaced gradient gathered as an input) do not count where
+        the launch reads a captured copy of the input, never the buffer it writes; they do where the
+        program writes the input (``mutated``): the copy back after the launch would land on the result."""
         res = []
         for j in indices:
-            n, m = _refs(self.outs[j])
-            res.append((n - sum(1 for a in arrays if a is self.outs[j]), m))
+            o = self.outs[j]
+            n, *rest = _refs(o)
+            res.append((n - sum(1 for i, a in enumerate(arrays) if a is o and i not in self.mutated), *rest))
         return res
 
     def _recapture_if_needed(self, arrays):
