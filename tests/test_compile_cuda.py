@@ -426,3 +426,102 @@ def test_a_state_tensor_rebound_to_another_array_is_read_from_the_new_one(cuda):
     close(f(x), to_numpy(x) * 5 + 1, rtol=1e-6)
     close(f(x), to_numpy(x) * 5 + 1, rtol=1e-6)
     assert f.cuda_stats()["graph_captures"] == 2
+
+
+# -- vectorised kernels (backends/fuse_cuda_vec.py) ------------------------------------------------------
+_HOST_SHIM = """
+#include <cmath>
+using namespace std;
+struct float4 { float x, y, z, w; };
+struct double2 { double x, y; };
+struct dim3_ { long long x; };
+static dim3_ blockIdx, blockDim, threadIdx;
+#define __global__
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_vectorised_kernel_source_computes_every_element_compiled_on_the_host(tmp_path, dtype):
+    """The generated CUDA C, compiled as C++ with a shim for the CUDA names and launched by a loop over
+    blocks and threads: every element (vector body and tail) equals NumPy's."""
+    import ctypes
+    import shutil
+    import subprocess
+    from autograd_gpu.backends.fuse_cuda_vec import source, _BLOCK, _C_TYPES
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler on this machine")
+    t, _, width = _C_TYPES[dtype]
+    params = [(dtype, "a0"), (dtype, "k1"), (dtype, "k2"), (dtype, "a3")]
+    code = "((a0 * k1) + (exp((-a3)) * k2))"
+    src = _HOST_SHIM + source("kern", params, ("v", "p", "s", "v"), dtype, code) + f"""
+extern "C" void launch(long long grid, const {t}* a0, const {t}* k1, {t} k2, const {t}* a3, {t}* y, long long n) {{
+    blockDim.x = {_BLOCK};
+    for (blockIdx.x = 0; blockIdx.x < grid; ++blockIdx.x)
+        for (threadIdx.x = 0; threadIdx.x < {_BLOCK}; ++threadIdx.x) kern(a0, k1, k2, a3, y, n);
+}}
+"""
+    (tmp_path / "k.cpp").write_text(src)
+    subprocess.run([cxx, "-O1", "-shared", "-fPIC", "-o", str(tmp_path / "k.so"), str(tmp_path / "k.cpp")],
+                   check=True, capture_output=True)
+    lib = ctypes.CDLL(str(tmp_path / "k.so"))
+    ct = ctypes.c_float if dtype == "float32" else ctypes.c_double
+    rng = np.random.default_rng(0)
+    for n in (1, 3, width, width + 1, 1023, 1026, 3 * _BLOCK * width + 1):
+        a0, a3 = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+        k1 = np.array(1.5, dtype)
+        y = np.full(n, np.nan, dtype)
+        grid = -(-(-(-n // width)) // _BLOCK)
+        ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)      # noqa: E731
+        lib.launch(ctypes.c_longlong(grid), ptr(a0), ptr(k1), ct(0.25), ptr(a3), ptr(y), ctypes.c_longlong(n))
+        want = a0.astype(np.float64) * 1.5 + np.exp(-a3.astype(np.float64)) * 0.25
+        tol = dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(y, want, **tol)
+
+
+def test_a_vectorised_kernel_falls_back_to_the_elementwise_kernel_where_it_cannot_run(cuda):
+    """Arguments that are not contiguous, aligned, one shape and the kernel's dtype go to the
+    ElementwiseKernel; a RawKernel that does not build (the stand-in has none) does too."""
+    from autograd_gpu.backends import cupy_backend, get_backend
+    from autograd_gpu.backends.fuse_cuda_vec import VecKernel, _MIN_SIZE
+    xp = get_backend(cuda).xp
+    calls = []
+    ew = xp.ElementwiseKernel("float32 a0, float32 k1", "float32 y", "y = (a0 * k1)", "t_ew")
+
+    def counting(*args):
+        calls.append(len(args))
+        return ew(*args)
+    vk = VecKernel(xp, counting, ["float32 a0", "float32 k1"], "float32", "(a0 * k1)", simulated=False)
+    vk.enabled = True                               # as on a GPU
+    x = xp.asarray(np.arange(_MIN_SIZE, dtype=np.float32))
+    for args in [(x, np.float32(2)), (x[::2], np.float32(2)), (x[1:], np.float32(2)), (x[:8], np.float32(2))]:
+        got = vk(*args)
+        np.testing.assert_allclose(xp.asnumpy(got), xp.asnumpy(args[0]) * 2)
+    # a strided, a misaligned and a small one always; the contiguous one too where no RawKernel builds
+    built = not cupy_backend.simulated()
+    assert len(calls) == (3 if built else 4), calls
+    assert [k is not None for k in vk.kernels.values()] == [built]
+
+
+def test_on_a_gpu_the_vectorised_kernel_builds_and_equals_the_elementwise_kernel(cuda):
+    from autograd_gpu.backends import cupy_backend, get_backend
+    from autograd_gpu.backends.fuse_cuda_vec import VecKernel, _MIN_SIZE
+    if cupy_backend.simulated():
+        pytest.skip("needs a real GPU: the stand-in simulates ElementwiseKernel, not RawKernel (the kernel's "
+                    "source is checked on the host by the test above)")
+    xp = get_backend(cuda).xp
+    for dt in ("float32", "float64"):
+        params = [f"{dt} a0", f"{dt} k1", f"{dt} k2", f"{dt} a3"]
+        code = "((a0 * k1) + (exp((-a3)) * k2))"
+        ew = xp.ElementwiseKernel(", ".join(params), f"{dt} y", f"y = {code}", f"t_vec_{dt}")
+        vk = VecKernel(xp, ew, params, dt, code, simulated=False)
+        for n in (_MIN_SIZE, _MIN_SIZE + 3, 1 << 22):
+            a0, a3 = xp.random.standard_normal(n).astype(dt), xp.random.standard_normal(n).astype(dt)
+            k1 = xp.asarray(1.5, dtype=dt)
+            got = vk(a0, k1, np.dtype(dt).type(0.25), a3)
+            want = ew(a0, k1, np.dtype(dt).type(0.25), a3)
+            # not bit-equal: NVRTC may contract a different product into an FMA in each kernel, which
+            # moves a result by an ulp of its larger term (an rtol alone fails where the terms cancel)
+            tol = dict(rtol=1e-6, atol=1e-5) if dt == "float32" else dict(rtol=1e-13, atol=1e-13)
+            np.testing.assert_allclose(xp.asnumpy(got), xp.asnumpy(want), **tol)
+        assert any(k is not None for k in vk.kernels.values()), vk.kernels
