@@ -319,8 +319,11 @@ class CompiledFunction:
     # -- replaying ---------------------------------------------------------------------------------
     def _replay(self, entry, holders):
         arrays = entry.gather(holders)
-        for i in entry.release:
-            holders[i]._grad = None
+        if entry.release and entry.program.graph_runner.graph is not None:
+            # only a graph launch writes buffers it handed out, and it raises no GuardFailed (a program
+            # with guards is never captured): a plain run's failed guard traces again with the old gradients
+            for i in entry.release:
+                holders[i]._grad = None
         finals = entry.program.run(arrays)
         del arrays
         entry.bump(holders)
