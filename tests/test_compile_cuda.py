@@ -547,54 +547,6 @@ def test_an_old_gradient_written_in_place_then_replaced_does_not_overwrite_the_n
     assert f.cuda_stats()["graph_launches"] >= 3
 
 
-def test_a_result_kept_through_a_view_cupy_makes_is_seen_as_held():
-    # CuPy's ndarray._view (reshape, transpose, ...) gives the view its array's own MemoryPointer object and
-    # the array's base (or the array) as its base, so a view of a result that is itself a view adds no
-    # reference to the result nor to its allocation (data.mem): only to its data and its base
-    from autograd_gpu.backends.fuse_cuda import _refs
-
-    class Mem:
-        pass
-
-    class Ptr:
-        def __init__(self, mem):
-            self.mem = mem
-
-    class CupyLike:
-        def __init__(self, data, base=None):
-            self.data, self.base = data, base
-
-        def view(self):                              # as cupy/_core/core.pyx ndarray._view
-            return CupyLike(self.data, self.base if self.base is not None else self)
-    buffer = CupyLike(Ptr(Mem()))
-    for result in (buffer.view(), CupyLike(Ptr(Mem()))):    # a view (a reshape at the end), an owner
-        before = _refs(result)
-        kept = result.view()
-        assert _refs(result) != before
-        del kept
-        assert _refs(result) == before
-
-
-# -- review of the graph's uncopied results, released gradients and folded constants ---------------------
-def test_an_old_gradient_written_in_place_then_replaced_does_not_overwrite_the_new_one(cuda):
-    # the old gradient is the graph's last handed-out result and an input the program writes: the launch
-    # copies it into a captured buffer and back after, so it may not be the buffer the new one lands in
-    n = 1 << 15
-    x = _rand((n,), 0, cuda, requires_grad=True)
-    (x * x).sum().backward()
-
-    @ag.compile
-    def f():
-        with ag.no_grad():
-            x.grad.mul_(0.5)                         # the old gradient written in place ...
-        x.grad = None                                # ... then replaced
-        (x * x).sum().backward()
-    for _ in range(6):
-        f()
-        close(x.grad, 2 * to_numpy(x), rtol=1e-6)
-    assert f.cuda_stats()["graph_launches"] >= 3
-
-
 def test_a_failed_guard_retraces_with_the_gradient_the_call_was_going_to_replace(cuda):
     # the program reads values on the host (no graph): a failed guard traces again, and that trace must
     # see the old gradient, which a graph launch would have let go of
