@@ -979,3 +979,38 @@ def test_small_elementwise_steps_with_python_numbers_equal_eager_exactly(dtype):
             for g, w in zip(got, want):
                 np.testing.assert_array_equal(g, w)
     assert cf.stats["replays"] == 2
+
+
+# -- constants folded at trace time and the arrays the traced call hands out --------------------------
+def test_a_gradient_folded_to_a_constant_is_not_changed_by_writing_the_traced_call_s_one():
+    # x.grad of (x * 2).sum() is a constant of the program: the trace's own result, handed to the caller,
+    # must not be the array the replays copy, else scaling it in place changes every later call
+    x = ag.tensor(np.arange(8, dtype=np.float32), requires_grad=True)
+
+    @ag.compile
+    def f():
+        x.grad = None
+        (x * 2.0).sum().backward()
+    for _ in range(5):
+        f()
+        np.testing.assert_array_equal(x.grad.numpy(), np.full(8, 2, np.float32))
+        with ag.no_grad():
+            x.grad.mul_(7)
+    assert f.stats["replays"] >= 3
+
+
+def test_a_folded_constant_returned_and_read_by_a_later_step_is_not_changed_through_the_traced_result():
+    x = ag.tensor(np.arange(8, dtype=np.float32))
+
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            c = ag.ones(8) * 3                       # folded at trace time
+            return c, x * c
+    for _ in range(4):
+        c, y = f(x)
+        np.testing.assert_array_equal(c.numpy(), np.full(8, 3, np.float32))
+        np.testing.assert_array_equal(y.numpy(), x.numpy() * 3)
+        with ag.no_grad():
+            c.mul_(7)
+    assert f.stats["replays"] >= 3

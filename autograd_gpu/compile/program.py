@@ -147,7 +147,7 @@ def build_program(steps, inputs, finals, values, backend_of, fuser=None):
     n_fused = n_buffers = 0
     em = _Emitter()
     if getattr(fuser, "fold_constants", False):
-        steps = fold_constants(steps, values)
+        steps = fold_constants(steps, values, finals)
     if fuser is not None:
         steps, n_fused, n_buffers, renamed = fuser.plan(steps, inputs, keep, values, em)
         finals = [renamed.get(v, v) for v in finals]
@@ -159,23 +159,27 @@ def build_program(steps, inputs, finals, values, backend_of, fuser=None):
         body.extend(s.source(em, i) if hasattr(s, "source") else step_source(em, s, i))
     outs, defined = [], _defined(steps, inputs)
     for v in finals:
-        outs.append(f"v{v}" if v in defined else f"{em.const(values[v])}.copy()")
+        # a constant result: copied from a copy of its own (the trace handed its array to the caller)
+        outs.append(f"v{v}" if v in defined else f"{em.const(values[v].copy())}.copy()")
     body.append(f"return ({', '.join(outs)}{',' if outs else ''})")
     src = "def replay(I):\n" + "\n".join("    " + line for line in body) + "\n"
     exec(compile(src, "<ag.compile replay>", "exec"), em.glob)
     return Program(em.glob["replay"], src, len(steps), n_fused, n_buffers)
 
 
-def fold_constants(steps, values):
+def fold_constants(steps, values, finals=()):
     """Pure calls on constants only (the backward's seed ``ones(())``, its scaled and reshaped copies,
     ``arange(n)`` for an index) are computed once, at trace time: their traced results become constants of
     the program and later steps read them as such. Results that anything writes (through any view) stay
-    steps, so each replay starts from a fresh array."""
+    steps, so each replay starts from a fresh array. One that may share memory with a result (``finals``)
+    is copied: the traced call handed that result to its caller, who may write it."""
     group = alias_groups(steps)
-    written = set()
+    written, seen = set(), set()
     for s in steps:
         for v in s.mutates:
             written |= group.get(v, {v})
+    for v in finals:
+        seen |= group.get(v, {v})
     const, out = {}, []
     for s in steps:
         if const:
@@ -183,7 +187,7 @@ def fold_constants(steps, values):
         o = s.outs
         if (s.kind == "call" and o.__class__ is int and not s.mutates and s.shape_guard is None
                 and o not in written and o in values and not s.refs() and _pure(s.fn)):
-            const[o] = values[o]
+            const[o] = values[o].copy() if o in seen else values[o]
             continue
         out.append(s)
     return out
