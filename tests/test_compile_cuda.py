@@ -628,3 +628,35 @@ def test_a_folded_constant_returned_and_read_by_a_later_step_is_not_changed_thro
         with ag.no_grad():
             c.mul_(7)                                # the caller writes the result it was given
     assert f.stats["replays"] >= 3
+
+
+def test_a_graph_launches_on_the_caller_s_stream_ordered_with_its_other_work(cuda, monkeypatch):
+    # captured on a private stream, but launched there the graph would not be ordered after another
+    # graph's launch that made its inputs, nor before a caller's work on its own stream that reads its
+    # results (a private blocking stream orders with the legacy null stream only); the stand-in runs
+    # all work at once, so the launch's stream is what it can check
+    from autograd_gpu.backends import cupy_backend, get_backend
+    if not cupy_backend.simulated():
+        pytest.skip("records the stand-in's launches")
+    from autograd_gpu.testing.cupy_standin._kernels import Graph
+    xp = get_backend(cuda).xp
+    launched, real = [], Graph.launch
+
+    def launch(self, stream=None):
+        launched.append(stream)
+        return real(self, stream)
+    monkeypatch.setattr(Graph, "launch", launch)
+
+    @ag.compile
+    def f(x):
+        with ag.no_grad():
+            return x * 2 + 1
+    x = _rand((1 << 15,), 0, cuda)
+    kept = []
+    for i, stream in enumerate([xp.cuda.Stream.null] * 3 + [xp.cuda.Stream(), xp.cuda.Stream.null,
+                                                             xp.cuda.Stream()]):
+        with stream:
+            kept.append(f(x))                        # kept: captured again on the fifth call
+        if launched:
+            assert launched[-1] is stream, i
+    assert len(launched) == 4 and f.cuda_stats()["graph_captures"] == 2

@@ -546,7 +546,10 @@ class _GraphRunner:
     def _launch(self, arrays):
         xp, b = self.xp, self.backend
         self._recapture_if_needed(arrays)
-        with b._cuda_device, self.stream:
+        with b._cuda_device:
+            # on the caller's stream (captured on a private one): ordered after the work that made the
+            # inputs and before the work that reads the results, another graph's launch included
+            stream = xp.cuda.get_current_stream()
             static = self.static
             for i in self.copy_in:
                 if arrays[i] is not static[i]:
@@ -559,7 +562,7 @@ class _GraphRunner:
                 else:
                     xp.copyto(self.err, b._err)
                 b._err = self.err
-            self.graph.launch(self.stream)
+            self.graph.launch(stream)
             for i in self.mutated:
                 if arrays[i] is not self.static[i]:
                     xp.copyto(arrays[i], self.static[i])

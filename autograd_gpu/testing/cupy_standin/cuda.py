@@ -1,5 +1,7 @@
 """``cupy.cuda`` of the stand-in: simulated devices (current device per thread), streams, events and
 the runtime queries the backend and the benchmarks make."""
+import threading
+
 import numpy as np
 
 from ._core import N_DEVICES, current_device_id, _set_current_device_id, record
@@ -69,8 +71,12 @@ class MemoryPointer:
         return Device(self.device_id)
 
 
+_current = threading.local()          # device id -> the thread's current stream on it (CuPy's rule)
+
+
 class Stream:
-    """Streams exist so code that makes and uses them runs; the simulated work is already done."""
+    """Streams exist so code that makes and uses them runs, the current one per thread and device as
+    CuPy keeps it (``with stream``, ``use``); the simulated work is already done."""
     null = None
 
     def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
@@ -78,12 +84,17 @@ class Stream:
         self.device_id = current_device_id()
 
     def __enter__(self):
+        if not hasattr(_current, "entered"):
+            _current.entered = []               # (device, the stream current before), per thread
+        _current.entered.append((self.device_id, get_current_stream(self.device_id)))
+        _set_current_stream(self.device_id, self)
         return self
 
     def __exit__(self, *exc):
-        pass
+        _set_current_stream(*_current.entered.pop())
 
     def use(self):
+        _set_current_stream(self.device_id, self)
         return self
 
     def synchronize(self):
@@ -163,7 +174,14 @@ class using_allocator:
 
 
 def get_current_stream(device_id=None):
-    return Stream.null
+    streams = getattr(_current, "streams", {})
+    return streams.get(current_device_id() if device_id is None else device_id, Stream.null)
+
+
+def _set_current_stream(device_id, stream):
+    if not hasattr(_current, "streams"):
+        _current.streams = {}
+    _current.streams[device_id] = stream
 
 
 def get_device_id():
