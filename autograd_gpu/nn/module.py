@@ -11,6 +11,7 @@ from collections import OrderedDict, namedtuple
 from ..tensor import Tensor, parse_to_args
 from .. import dtypes as _dtypes
 from .parameter import Parameter
+from .utils import zero_grads
 
 __all__ = ["Module"]
 
@@ -269,8 +270,21 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         """Reset every parameter's gradient: to None (default) or to zeros in place."""
-        from .utils import zero_grads
-        zero_grads(self.parameters(), set_to_none)
+        zero_grads(self._parameter_list(), set_to_none)
+
+    def _parameter_list(self):
+        """The parameters of this module and its descendants (each module visited once, in the order of
+        parameters(); a shared parameter may repeat), by one explicit walk: no generator per module and
+        no dotted names, for zero_grad, which runs every step."""
+        params, seen, stack = [], set(), [self]
+        while stack:
+            m = stack.pop()
+            if m is None or id(m) in seen:
+                continue
+            seen.add(id(m))
+            params.extend(m._parameters.values())
+            stack.extend(reversed(m._modules.values()))
+        return [p for p in params if p is not None]
 
     def apply(self, fn):
         """Call ``fn(module)`` on every child (recursively) and then on this module; returns self."""

@@ -96,11 +96,11 @@ def zero_grads(parameters, set_to_none=True):
     part of a graph, from create_graph=True, is detached first). Module.zero_grad and
     Optimizer.zero_grad both call this."""
     for p in parameters:
-        g = p.grad
+        g = p._grad
         if g is None:
             continue
         if set_to_none:
-            p.grad = None
+            p._grad = None                 # (what the .grad setter does with None)
         else:
             if g.grad_fn is not None or g.requires_grad:
                 g = p.grad = g.detach()
