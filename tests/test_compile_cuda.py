@@ -660,3 +660,31 @@ def test_a_graph_launches_on_the_caller_s_stream_ordered_with_its_other_work(cud
         if launched:
             assert launched[-1] is stream, i
     assert len(launched) == 4 and f.cuda_stats()["graph_captures"] == 2
+
+
+def test_a_capture_that_fails_when_taken_again_runs_the_call_without_a_graph(cuda, monkeypatch):
+    # captured again because the last gradient is kept; that capture fails (out of memory, say): the call
+    # runs plainly, with the gradient it replaces let go already, and so do the calls after it
+    n = 1 << 15
+    x = _rand((n,), 0, cuda, requires_grad=True)
+
+    @ag.compile
+    def f():
+        x.grad = None
+        (x * x).sum().backward()
+    for _ in range(4):
+        f()
+    runner = f.programs()[-1].graph_runner
+    assert runner.graph is not None
+
+    def fail(arrays):
+        raise MemoryError("out of memory allocating the graph's buffers")
+    monkeypatch.setattr(runner, "_capture", fail)
+    kept, want_kept = x.grad, 2 * to_numpy(x)
+    for _ in range(3):
+        with ag.no_grad():
+            x.mul_(0.5)
+        f()
+        close(x.grad, 2 * to_numpy(x), rtol=1e-6)
+    close(kept, want_kept, rtol=1e-6)
+    assert runner.graph is None and "MemoryError" in runner.no_graph

@@ -535,17 +535,24 @@ class _GraphRunner:
 
     def _recapture_if_needed(self, arrays):
         """Capture again when a state input is another array than at capture, or a result handed out by
-        the last launch is still held (the next launch would overwrite it)."""
+        the last launch is still held (the next launch would overwrite it). False: that capture failed,
+        the program runs without a graph from now on."""
         moved = {i for i in self.by_address if arrays[i] is not self.static[i]}
         held = {j for j, r in zip(self.handed, self._out_refs(self.handed, arrays)) if r != self.base_refs[j]}
         if moved or held:
             self.by_address -= moved
             self.copy_out |= held
-            self._capture(arrays)
+            try:
+                self._capture(arrays)
+            except Exception as e:        # as the first capture's failure (__call__)
+                self.graph, self.no_graph = None, f"capture failed: {type(e).__name__}: {e}"
+                return False
+        return True
 
     def _launch(self, arrays):
         xp, b = self.xp, self.backend
-        self._recapture_if_needed(arrays)
+        if not self._recapture_if_needed(arrays):
+            return self(arrays)                     # a plain run
         with b._cuda_device:
             # on the caller's stream (captured on a private one): ordered after the work that made the
             # inputs and before the work that reads the results, another graph's launch included
