@@ -38,6 +38,13 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx._direct():        # _regrow on the array: the reshape and broadcast views, without two op calls
+            g = grad.data
+            if not ctx.keepdims and ctx.axes:
+                g = g.reshape(_kept_shape(ctx.shape, ctx.axes))
+            if g.shape == ctx.shape:
+                return (grad if g is grad.data else ctx.wrap(g, base=grad)), None, None
+            return ctx.wrap(ctx.xp.broadcast_to(g, ctx.shape), base=grad), None, None
         return _regrow(grad, ctx.shape, ctx.axes, ctx.keepdims), None, None
 
 
