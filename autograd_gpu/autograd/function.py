@@ -111,6 +111,24 @@ class Function:
             i += 1
         return saved
 
+    def _saved_arrays(self):
+        """The arrays of saved_tensors, checked the same way, for a backward that computes on arrays
+        (see _direct): a saved output (exp, tanh, relu save theirs) is not rebuilt as a Tensor."""
+        saved = self._saved
+        if saved is not None and not self._freed and self._saved_versions is None:
+            out = []
+            for t in saved:
+                if t is None:
+                    out.append(None)
+                    continue
+                counter = t[1] if t.__class__ is tuple else t._version
+                if counter is not None and counter[0]:
+                    break                          # written in place since: saved_tensors raises
+                out.append(t[0] if t.__class__ is tuple else t.data)
+            else:
+                return out
+        return [None if t is None else t.data for t in self.saved_tensors]
+
     def _unpack_saved(self, saved):
         """Saved tensors with saved outputs rebuilt and every version checked."""
         versions = self._saved_versions

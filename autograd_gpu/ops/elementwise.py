@@ -652,9 +652,11 @@ class Exp(Function):
 
     @staticmethod
     def backward(ctx, grad):
+        if ctx._direct():
+            yd, = ctx._saved_arrays()
+            if yd.dtype.kind != "c":
+                return ctx.wrap(grad.data * yd)
         y, = ctx.saved_tensors
-        if y.data.dtype.kind != "c" and ctx._direct():
-            return ctx.wrap(grad.data * y.data)
         return Mul.apply(grad, _cj(y))    # same shape and dtype: no wrapper needed
 
 
@@ -783,12 +785,13 @@ class Tanh(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        y, = ctx.saved_tensors
-        yd = y.data
-        if yd.dtype.kind == "c":                 # composed: TanhBackward's own backward is for real y
-            return grad * conj(1.0 - y * y)
         if ctx._direct():
-            return ctx.wrap(_times_grad(_host_const(yd, 1) - yd * yd, grad.data))
+            yd, = ctx._saved_arrays()
+            if yd.dtype.kind != "c":
+                return ctx.wrap(_times_grad(_host_const(yd, 1) - yd * yd, grad.data))
+        y, = ctx.saved_tensors
+        if y.data.dtype.kind == "c":             # composed: TanhBackward's own backward is for real y
+            return grad * conj(1.0 - y * y)
         return TanhBackward.apply(grad, y)
 
 
@@ -830,12 +833,13 @@ class Sigmoid(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        y, = ctx.saved_tensors
-        yd = y.data
-        if yd.dtype.kind == "c":                 # composed, as Tanh's
-            return grad * conj(y * (1.0 - y))
         if ctx._direct():
-            return ctx.wrap(_times_grad((_host_const(yd, 1) - yd) * yd, grad.data))
+            yd, = ctx._saved_arrays()
+            if yd.dtype.kind != "c":
+                return ctx.wrap(_times_grad((_host_const(yd, 1) - yd) * yd, grad.data))
+        y, = ctx.saved_tensors
+        if y.data.dtype.kind == "c":             # composed, as Tanh's
+            return grad * conj(y * (1.0 - y))
         return SigmoidBackward.apply(grad, y)
 
 
@@ -869,9 +873,10 @@ class Relu(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        y, = ctx.saved_tensors
         if ctx._direct():
-            return ctx.wrap(grad.data * (y.data > 0))
+            yd, = ctx._saved_arrays()
+            return ctx.wrap(grad.data * (yd > 0))
+        y, = ctx.saved_tensors
         return ReluBackward.apply(grad, y)
 
 
