@@ -102,6 +102,13 @@ def _operand(xp, x, batch, nb):
 _handles = {}
 
 
+def prepare(xp):
+    """Make the current GPU's handle and workspace now, before a capture: made during one, the workspace
+    would come from that graph's private memory pool."""
+    if _library is None:
+        _cublas(xp)
+
+
 def _cublas(xp):
     dev = xp.cuda.Device().id
     lib = _handles.get(dev)

@@ -31,6 +31,7 @@ import sys
 import numpy as np
 
 from .fusers import register_fuser
+from . import cublas_graph
 from .cupy_backend import CupyBackend, simulated
 from .fuse_cuda_vec import VecKernel
 
@@ -155,6 +156,7 @@ class CupyFuser:
         self.n_kernels = 0
         self.no_graph = None            # why the program is not captured, or None
         self.mutated, self.host_values, self.has_checks, self.copy_in = set(), [], False, []
+        self.has_matmul = False
 
     # -- planning ----------------------------------------------------------------------------------
     def plan(self, steps, inputs, keep, values, em):
@@ -404,6 +406,8 @@ class CupyFuser:
                                                  "would replay the same numbers"
             if owner is self.backend and name in _CHECKS:
                 self.has_checks = True
+            if owner is self.backend and name == "matmul":
+                self.has_matmul = True
             if name == "arrays" and "host_values" in getattr(fn, "__qualname__", ""):
                 outs = s.outs if isinstance(s.outs, tuple) else (s.outs,)
                 with self.backend._cuda_device:
@@ -460,7 +464,7 @@ class _GraphRunner:
         self.stats = {"kernel_launches": 0, "graph_captures": 0, "graph_launches": 0}
         self.backend, self.xp = fuser.backend, fuser.xp
         self.n_kernels, self.mutated, self.host_values = fuser.n_kernels, fuser.mutated, fuser.host_values
-        self.has_checks, self.copy_in = fuser.has_checks, fuser.copy_in
+        self.has_checks, self.copy_in, self.has_matmul = fuser.has_checks, fuser.copy_in, fuser.has_matmul
         self.by_address = set(getattr(fuser, "state_inputs", ())) - self.mutated
         self.no_graph = None if fuser.cuda_graphs else "cuda_graphs=False"
         self.no_graph = self.no_graph or fuser.no_graph
@@ -499,6 +503,8 @@ class _GraphRunner:
             if self.has_checks and b._err is None:
                 b._err = xp.zeros(2, dtype=np.int64)
             self.err = b._err if self.has_checks else None
+            if self.has_matmul:
+                cublas_graph.prepare(xp)
             for hv in self.host_values:
                 hv.capturing = True
             b.capturing = True                      # its matmul goes around CuPy's cuBLAS (cublas_graph.py)
