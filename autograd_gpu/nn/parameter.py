@@ -1,5 +1,6 @@
 """Parameter: a Tensor that a Module registers as trainable (requires grad by default)."""
 from ..tensor import Tensor, _to_array
+from ..ops.inplace import PLAIN_CLASSES
 
 __all__ = ["Parameter"]
 
@@ -34,3 +35,6 @@ class Parameter(Tensor):
             if self.grad is not None:
                 p.grad = self.grad.detach()._copy()
         return p
+
+
+PLAIN_CLASSES.add(Parameter)     # its .data is its own array: in-place arithmetic may take the one-call path

@@ -82,6 +82,9 @@ def apply_inplace(x, fn, op, *args):
 # grow x, an operand that is not a Tensor or a number, memory shared with x through a view) takes the
 # general path above, which also gives the errors.
 _DIRECT = {"add_": "add", "sub_": "subtract", "mul_": "multiply", "div_": "true_divide"}
+# the classes whose .data is the tensor's own array, for the one-call path below: nn.Parameter (an
+# optimizer's p.sub_(...)) adds itself; a vmap BatchedTensor holds a batch and takes the general path
+PLAIN_CLASSES = {Tensor}
 _SCALARS = {"f": (bool, int, float), "c": (bool, int, float, complex)}
 
 
@@ -111,7 +114,7 @@ def _update(xp, ufunc, x, a, alpha, array):
 
 def _direct(x, other, op, alpha=1):
     """x (op)= alpha * other in x's memory, or False when the general path must do it."""
-    if x.__class__ is Tensor and other.__class__ is Tensor and alpha == 1 and not state.enabled:
+    if x.__class__ in PLAIN_CLASSES and other.__class__ in PLAIN_CLASSES and alpha == 1 and not state.enabled:
         # the optimizer-step case (p.sub_(g * lr) under no_grad): two plain tensors of one device,
         # dtype and shape, neither a view -> one ufunc call; anything else takes the checks below
         a, xd = other.data, x.data
