@@ -218,9 +218,10 @@ class Function:
                         eb = b if fn is None else fn if b._output_nr == 0 else (fn, b._output_nr)
                 edges = (ea, eb)
                 needs = _NEEDS2[ra][rb]
-        else:
-            dev = None
-            record = False
+        elif state.enabled:
+            # one pass: the device, the edges and a stale view (raised only if something records)
+            dev = stale = None
+            needs, lst = [], []
             for a in args:
                 if isinstance(a, Tensor):
                     if dev is None:
@@ -228,25 +229,34 @@ class Function:
                     elif a.device is not dev:
                         raise RuntimeError(f"{cls.__name__}: expected all tensors on one device, got {dev} "
                                            f"and {a.device}; move one with .to()")
-                    record = record or a.requires_grad
+                    if stale is None and a._base is not None and a._version[1] != a._view_gv:
+                        stale = a
+                    if a.requires_grad:
+                        needs.append(True)
+                        fn = a.grad_fn
+                        lst.append(a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr))
+                        continue
+                needs.append(False)
+                lst.append(None)
             if dev is None:
                 dev = get_default_device()
-            if record and state.enabled:
-                needs, lst = [], []
-                for a in args:
-                    if isinstance(a, Tensor):
-                        if a._base is not None and a._version[1] != a._view_gv:
-                            _stale_view(cls, a)
-                        if a.requires_grad:
-                            needs.append(True)
-                            fn = a.grad_fn
-                            lst.append(a if fn is None else fn if a._output_nr == 0 else (fn, a._output_nr))
-                            continue
-                    needs.append(False)
-                    lst.append(None)
+            if True in needs:
+                if stale is not None:
+                    _stale_view(cls, stale)
                 needs = tuple(needs)
                 needs = _interned.setdefault(needs, needs)
                 edges = tuple(lst)
+        else:
+            dev = None
+            for a in args:
+                if isinstance(a, Tensor):
+                    if dev is None:
+                        dev = a.device
+                    elif a.device is not dev:
+                        raise RuntimeError(f"{cls.__name__}: expected all tensors on one device, got {dev} "
+                                           f"and {a.device}; move one with .to()")
+            if dev is None:
+                dev = get_default_device()
         backend = dev._backend or dev.backend
         ctx = _new(cls)
         ctx.xp = backend.xp
