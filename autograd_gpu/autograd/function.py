@@ -115,16 +115,18 @@ class Function:
         """The arrays of saved_tensors, checked the same way, for a backward that computes on arrays
         (see _direct): a saved output (exp, tanh, relu save theirs) is not rebuilt as a Tensor."""
         saved = self._saved
-        if saved is not None and not self._freed and self._saved_versions is None:
+        if saved is not None and not self._freed:
+            versions = self._saved_versions
             out = []
+            i = 0
             for t in saved:
-                if t is None:
-                    out.append(None)
-                    continue
-                counter = t[1] if t.__class__ is tuple else t._version
-                if counter is not None and counter[0]:
-                    break                          # written in place since: saved_tensors raises
-                out.append(t[0] if t.__class__ is tuple else t.data)
+                if t is not None:
+                    counter = t[1] if t.__class__ is tuple else t._version
+                    if counter is not None and counter[0] != (0 if versions is None else versions[i]):
+                        break                      # written in place since: saved_tensors raises
+                    t = t[0] if t.__class__ is tuple else t.data
+                out.append(t)
+                i += 1
             else:
                 return out
         return [None if t is None else t.data for t in self.saved_tensors]

@@ -201,33 +201,35 @@ class LinearReLU(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x, w, y = ctx.saved_tensors
         if ctx._direct():
-            return _linear_grads_direct(ctx, grad.data * (y.data > 0), x.data, w.data)
+            x, w, y = ctx._saved_arrays()
+            return _linear_grads_direct(ctx, grad.data * (y > 0), x, w)
+        x, w, y = ctx.saved_tensors
         return _linear_grads(ctx.needs_input_grad, ReluBackward.apply(grad, y), x, w)
 
 
 def _linear_relu(input, weight, bias=None):
-    """relu(linear(input, weight, bias)) as one node (not public: the transformer layers use it)."""
-    plain = (isinstance(input, Tensor) and isinstance(weight, Tensor) and input.dtype.kind == "f"
-             and input.ndim >= 1 and weight.ndim == 2 and input.shape[-1] == weight.shape[1]
-             and input.dtype == weight.dtype and (bias is None or (isinstance(bias, Tensor) and bias.dtype == input.dtype
-                                                                   and bias.shape == (weight.shape[0],))))
-    if not plain or cast_low(input)[0] is not input:     # anything unusual: the general path checks and casts
-        return _relu(linear(input, weight, bias))
-    return LinearReLU.apply(input, weight, bias)
+    """relu(linear(input, weight, bias)) as one node (not public: Sequential and the transformer layers use it)."""
+    if _plain_linear(input, weight, bias):
+        return LinearReLU.apply(input, weight, bias)
+    return _relu(linear(input, weight, bias))        # anything unusual: the general path checks and casts
+
+
+def _plain_linear(input, weight, bias):
+    """True in linear's common case, which needs none of its checks: float tensors of one dtype whose shapes
+    fit, autocast off (the checks cost a small layer as much as its product)."""
+    if _amp_state.active or not isinstance(input, Tensor) or not isinstance(weight, Tensor):
+        return False
+    xd, wd = input.data, weight.data
+    dt = wd.dtype
+    return wd.ndim == 2 and xd.ndim > 0 and xd.shape[-1] == wd.shape[1] and xd.dtype is dt and dt.kind == "f" and (
+        bias is None or isinstance(bias, Tensor) and bias.data.dtype is dt and bias.data.shape == wd.shape[:1])
 
 
 def linear(input, weight, bias=None):
     """x @ weight.T + bias for x of shape (*, in_features), weight (out_features, in_features)."""
-    if not _amp_state.active and isinstance(input, Tensor) and isinstance(weight, Tensor):
-        # the common case (float tensors of one dtype whose shapes fit, autocast off) goes straight to the
-        # node: the general checks below cost a small layer as much as its product
-        xd, wd = input.data, weight.data
-        dt = wd.dtype
-        if wd.ndim == 2 and xd.ndim and xd.shape[-1] == wd.shape[1] and xd.dtype is dt and dt.kind == "f" and (
-                bias is None or isinstance(bias, Tensor) and bias.data.dtype is dt and bias.data.shape == wd.shape[:1]):
-            return Linear.apply(input, weight, bias)
+    if _plain_linear(input, weight, bias):
+        return Linear.apply(input, weight, bias)
     x = _float_tensor(input, "linear")
     w = _float_tensor(weight, "linear", "weight", like=x)
     b = None if bias is None else _float_tensor(bias, "linear", "bias", like=x)

@@ -2,6 +2,10 @@
 from collections import OrderedDict
 
 from ..module import Module
+from .linear import Linear
+from .activation import ReLU
+from .. import functional as F
+from ...autograd import function as _function
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict"]
 
@@ -89,9 +93,20 @@ class Sequential(_ListLike):
         return super().__getitem__(idx)
 
     def forward(self, x):
+        lin = None                  # a Linear waiting to see whether a ReLU follows
         for m in self._modules.values():
+            if lin is not None:
+                if m.__class__ is ReLU and "forward" not in m.__dict__ and not _function._vmap:
+                    # Linear then ReLU as one node (F._linear_relu, as the transformer layers use): the
+                    # same values and gradients, with one op call, one graph node and one array fewer
+                    x, lin = F._linear_relu(x, lin.weight, lin.bias), None
+                    continue
+                x, lin = lin(x), None
+            if m.__class__ is Linear and "forward" not in m.__dict__:
+                lin = m
+                continue
             x = m(x)
-        return x
+        return x if lin is None else lin(x)
 
 
 class ModuleList(_ListLike):
