@@ -448,3 +448,20 @@ def test_max_pool_window_of_minus_inf_routes_the_gradient_to_an_input():
     y, idx = F.max_pool2d(x, 3, 2, 1, return_indices=True)
     y.sum().backward()
     assert idx.tolist() == [[[[0]]]] and x.grad.numpy().ravel().tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("kw", [{}, {"reduction": "sum"}, {"reduction": "none"}, {"ignore_index": 1}])
+def test_cross_entropy_equals_log_softmax_then_nll_loss_exactly(device, kw):
+    # cross_entropy's common case runs as one fused node; loss, gradient and gradient of the gradient
+    # must be those of the two ops it fuses, bit for bit
+    rng = np.random.default_rng(5)
+    xa, t = rng.standard_normal((20, 6)), _t(rng.integers(0, 6, 20), device)
+    results = []
+    for fused in (True, False):
+        x = _t(xa, device, requires_grad=True)
+        loss = F.cross_entropy(x, t, **kw) if fused else F.nll_loss(F.log_softmax(x, 1), t, **kw)
+        g, = ag.autograd.grad(loss.sum(), x, create_graph=True)
+        gg, = ag.autograd.grad((g * g).sum(), x)
+        results.append([loss.numpy(), g.numpy(), gg.numpy()])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

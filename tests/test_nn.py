@@ -814,3 +814,22 @@ def test_multihead_attention_matches_torch(batch_first):
                       attn_mask=torch.tensor(mask))
     np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_sequential_linear_relu_pairs_equal_the_layers_called_one_by_one(device):
+    # Sequential runs Linear then ReLU as one node: values and gradients must be the layers' own, exactly
+    ag.manual_seed(0)
+    m = nn.Sequential(nn.Linear(7, 9), nn.ReLU(), nn.Linear(9, 5), nn.ReLU(), nn.ReLU(), nn.Linear(5, 3),
+                      nn.Tanh(), nn.Linear(3, 4)).to(device)
+    xa = np.random.default_rng(0).standard_normal((6, 7)).astype(np.float32)
+    results = []
+    for fused in (True, False):
+        m.zero_grad()
+        x = ag.tensor(xa, device=device, requires_grad=True)
+        h = x
+        for layer in ([m] if fused else list(m)):
+            h = layer(h)
+        (h * h).sum().backward()
+        results.append([h.numpy()] + [p.grad.numpy() for p in m.parameters()] + [x.grad.numpy()])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
