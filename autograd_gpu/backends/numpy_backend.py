@@ -37,6 +37,14 @@ class NumpyBackend(Backend):
     def format(self, a):
         return np.array2string(a, separator=", ", prefix="Tensor(")
 
+    def check_range(self, a, low, high, exc_type, message):
+        """Backend.check_range on host values: the bounds compared as numbers, the offending entry
+        found only when there is one (the base class builds it as an array for a device-side check)."""
+        if a.size:
+            lo, hi = a.min(), a.max()
+            if lo < low or hi >= high:
+                raise exc_type(message.replace("{value}", str((lo if lo < low else hi).item())))
+
     # -- kernels where the namespaces differ ---------------------------------------------------
     def scatter_add(self, out, index, values):
         """out[index] += values, with repeated indices accumulating (unbuffered)."""

@@ -1182,8 +1182,11 @@ def _nll_forward(ctx, logp, idx, coef, reduction):
         if reduction == "mean":
             total = coef.sum()
             out = out / total                      # every target ignored: nan, as in PyTorch...
-            nonzero = total != 0                   # ...but a zero gradient, not 0/0 = nan
-            scale = xp.where(nonzero, coef, 0) / xp.where(nonzero, total, 1)
+            if coef.__class__ is _HOST and total:  # (on the host the test costs no device sync)
+                scale = coef / total
+            else:
+                nonzero = total != 0               # ...but a zero gradient, not 0/0 = nan
+                scale = xp.where(nonzero, coef, 0) / xp.where(nonzero, total, 1)
         losses = out
     ctx.idx, ctx.scale, ctx.shape = idx, scale, logp.shape
     return losses
