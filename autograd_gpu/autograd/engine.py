@@ -246,7 +246,9 @@ def _finish_leaf(t, g, given, create_graph, owned=True):
     nowhere else."""
     if t._grad is None and t._hooks is None and t._post_acc_hooks is None and not create_graph and \
             g.data.dtype == t.data.dtype and g.device is t.device:
-        t._grad = _owned(g, given).detach()        # the common case (.grad's setter checks hold: shape was checked)
+        g = _owned(g, given)                       # the common case (.grad's setter checks hold: shape was checked)
+        # an engine-made gradient is already outside any graph: it becomes .grad itself, not a detached twin
+        t._grad = g if g.grad_fn is None and not g.requires_grad else g.detach()
         return
     post = t._post_acc_hooks
     g0 = g
