@@ -101,12 +101,12 @@ class Sequential(_ListLike):
                     # same values and gradients, with one op call, one graph node and one array fewer
                     x, lin = F._linear_relu(x, lin.weight, lin.bias), None
                     continue
-                x, lin = lin(x), None
+                x, lin = F.linear(x, lin.weight, lin.bias), None     # (what lin(x) does)
             if m.__class__ is Linear and "forward" not in m.__dict__:
                 lin = m
                 continue
             x = m(x)
-        return x if lin is None else lin(x)
+        return x if lin is None else F.linear(x, lin.weight, lin.bias)
 
 
 class ModuleList(_ListLike):
