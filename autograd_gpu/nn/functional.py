@@ -168,7 +168,12 @@ def _linear_grads_direct(ctx, g, x, w):
     g = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
     gx = ctx.wrap(matmul(g, w) if x.ndim == 2 else matmul(g, w).reshape(x.shape)) if need_x else None
     gw = ctx.wrap(matmul(g.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))) if need_w else None
-    gb = ctx.wrap(matmul(ctx.xp.ones(g.shape[0], dtype=g.dtype), g)) if need_b else None  # BLAS: 2x a column sum
+    if need_b:                                     # BLAS: 2x a column sum
+        ones = ctx.xp.empty(g.shape[0], dtype=g.dtype)
+        ones.fill(1)                               # (xp.ones is a Python function around these two calls)
+        gb = ctx.wrap(matmul(ones, g))
+    else:
+        gb = None
     return gx, gw, gb
 
 
