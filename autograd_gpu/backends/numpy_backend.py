@@ -41,7 +41,7 @@ class NumpyBackend(Backend):
         """Backend.check_range on host values: the bounds compared as numbers, the offending entry
         found only when there is one (the base class builds it as an array for a device-side check)."""
         if a.size:
-            lo, hi = a.min(), a.max()
+            lo, hi = np.minimum.reduce(a, axis=None), np.maximum.reduce(a, axis=None)   # (a.min(): Python around these)
             if lo < low or hi >= high:
                 raise exc_type(message.replace("{value}", str((lo if lo < low else hi).item())))
 
