@@ -27,6 +27,11 @@ _vmap = []             # [has_batched, batched_apply] while a vmap runs (func/vm
 _new = object.__new__
 
 
+def _two_devices(cls, dev, other):
+    return RuntimeError(f"{cls.__name__}: expected all tensors on one device, got {dev} and {other}; "
+                        "move one with .to()")
+
+
 def _stale_view(cls, t):
     raise RuntimeError(
         f"{cls.__name__}: one of its inputs (shape {tuple(t.data.shape)}) is a view of a tensor that was modified "
@@ -201,8 +206,7 @@ class Function:
             ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
             dev = a.device if ta else b.device if tb else get_default_device()
             if ta and tb and b.device is not dev:
-                raise RuntimeError(f"{cls.__name__}: expected all tensors on one device, got {dev} "
-                                   f"and {b.device}; move one with .to()")
+                raise _two_devices(cls, dev, b.device)
             ra, rb = ta and a.requires_grad, tb and b.requires_grad
             if (ra or rb) and state.enabled:
                 ea = eb = None
@@ -229,8 +233,7 @@ class Function:
                     if dev is None:
                         dev = a.device
                     elif a.device is not dev:
-                        raise RuntimeError(f"{cls.__name__}: expected all tensors on one device, got {dev} "
-                                           f"and {a.device}; move one with .to()")
+                        raise _two_devices(cls, dev, a.device)
                     if stale is None and a._base is not None and a._version[1] != a._view_gv:
                         stale = a
                     if a.requires_grad:
@@ -255,8 +258,7 @@ class Function:
                     if dev is None:
                         dev = a.device
                     elif a.device is not dev:
-                        raise RuntimeError(f"{cls.__name__}: expected all tensors on one device, got {dev} "
-                                           f"and {a.device}; move one with .to()")
+                        raise _two_devices(cls, dev, a.device)
             if dev is None:
                 dev = get_default_device()
         backend = dev._backend or dev.backend
