@@ -982,10 +982,12 @@ def test_small_elementwise_steps_with_python_numbers_equal_eager_exactly(dtype):
 
 
 # -- constants folded at trace time and the arrays the traced call hands out --------------------------
-def test_a_gradient_folded_to_a_constant_is_not_changed_by_writing_the_traced_call_s_one():
+def test_a_gradient_folded_to_a_constant_is_not_changed_by_writing_the_traced_call_s_one(device):
     # x.grad of (x * 2).sum() is a constant of the program: the trace's own result, handed to the caller,
-    # must not be the array the replays copy, else scaling it in place changes every later call
-    x = ag.tensor(np.arange(8, dtype=np.float32), requires_grad=True)
+    # must not be the array the replays copy, else scaling it in place changes every later call (on CUDA
+    # the size makes the graph hand its gradient out uncopied)
+    n = 1 << 15
+    x = ag.tensor(np.arange(n, dtype=np.float32), requires_grad=True, device=device)
 
     @ag.compile
     def f():
@@ -993,9 +995,9 @@ def test_a_gradient_folded_to_a_constant_is_not_changed_by_writing_the_traced_ca
         (x * 2.0).sum().backward()
     for _ in range(5):
         f()
-        np.testing.assert_array_equal(x.grad.numpy(), np.full(8, 2, np.float32))
+        np.testing.assert_array_equal(x.grad.numpy(), np.full(n, 2, np.float32))
         with ag.no_grad():
-            x.grad.mul_(7)
+            x.grad.mul_(7)                           # the caller's own use of its gradient
     assert f.stats["replays"] >= 3
 
 
