@@ -62,6 +62,10 @@ class Backend:
             self.assert_all((lo >= low) & (hi < high), exc_type, message, self.xp.where(lo < low, lo, hi))
 
     # -- linear algebra: one behaviour for singular input on every backend ------------------------------
+    def row_dot(self, a, b):
+        """sum(a * b) over the last axis, in one pass with no product array (NumPy's einsum)."""
+        return self.xp.einsum("...i,...i->...", a, b)
+
     def linalg_or_nan(self, name, *arrays):
         """``xp.linalg.<name>(*arrays)`` over a batch of matrices (inv, solve, cholesky), with each batch
         element the library refuses (LinAlgError: singular, not positive definite) set to NaN instead of

@@ -220,6 +220,12 @@ class CupyBackend(Backend):
                 return cublas_graph.matmul(self.xp, a, b, out)
             return self.xp.matmul(a, b) if out is None else self.xp.matmul(a, b, out=out)
 
+    def row_dot(self, a, b):
+        """sum(a * b) over the last axis as a product and a sum: CuPy sends einsum to cuBLAS, which it
+        refuses while a CUDA graph captures (a compiled attention or layer-norm step would get none)."""
+        with self._cuda_device:
+            return (a * b).sum(axis=-1)
+
     def erf(self, x):
         with self._cuda_device:
             return self.cupyx.scipy.special.erf(x)

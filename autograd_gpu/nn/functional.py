@@ -555,10 +555,11 @@ def _normalized(x, axes, eps):
 
 class LayerNorm(Function):
     # fused, on the input as (rows, n) with n the normalised size: the row sums are BLAS matrix-vector
-    # products with a ones vector and the variance one einsum row dot (a NumPy reduction over the last
-    # axis is 5x slower), so the forward makes three passes over the input and the backward six. The
-    # backward gx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = grad * weight, from the saved
-    # normalised input (recomputed as recorded ops under create_graph, so it differentiates again)
+    # products with a ones vector and the variance one row dot (backend.row_dot: an einsum on NumPy, as a
+    # NumPy reduction over the last axis is 5x slower), so the forward makes three passes over the input
+    # and the backward six. The backward gx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = grad *
+    # weight, from the saved normalised input (recomputed as recorded ops under create_graph, so it
+    # differentiates again)
     @staticmethod
     def forward(ctx, x, w, b, axes, eps):
         xp, mm = ctx.xp, (ctx.device._backend or ctx.device.backend).matmul
@@ -568,7 +569,7 @@ class LayerNorm(Function):
         a2 = a.reshape(_prod(a.shape[:k]), n)
         ones = xp.ones(n, dtype=a.dtype)
         xc = a2 - _row_sums(xp, mm, a2, ones, 1.0 / n)[:, None] if n else a2.copy()
-        var = _row_dot(xp, xc, xc, 1.0 / builtins.max(n, 1))
+        var = _row_dot(xp, ctx.device._backend or ctx.device.backend, xc, xc, 1.0 / builtins.max(n, 1))
         var += eps
         rstd = xp.sqrt(var, out=var)
         xp.reciprocal(rstd, out=rstd)
@@ -665,12 +666,13 @@ def _row_sums(xp, mm, a, v, scale):
     return s
 
 
-def _row_dot(xp, a, b, scale):
-    """sum(a * b) * scale over the last axis of two (rows, n) arrays, as one einsum pass (no product array);
-    float16 through float32 up to the scaled result, so the sum (n times the mean) does not overflow."""
+def _row_dot(xp, backend, a, b, scale):
+    """sum(a * b) * scale over the last axis of two (rows, n) arrays, as one pass where the backend has one
+    (backend.row_dot); float16 through float32 up to the scaled result, so the sum (n times the mean)
+    does not overflow."""
     if a.dtype.itemsize < 4:
         return ((a.astype(xp.float32) * b).sum(axis=-1) * scale).astype(a.dtype)
-    d = xp.einsum("ij,ij->i", a, b)
+    d = backend.row_dot(a, b)
     d *= scale
     return d
 
@@ -993,7 +995,7 @@ class ScaledDotProductAttention(Function):
         ds = mm(g, xp.swapaxes(v.data, -1, -2))           # dP, then dS = P * (dP - sum(dP * P)) in place
         if keep is not None:
             ds *= keep
-        rowdot = xp.einsum("...ij,...ij->...i", ds, p)[..., None]
+        rowdot = backend.row_dot(ds, p)[..., None]
         ds -= rowdot
         ds *= p
         gmask = reduced(ds, mask.shape) if need_mask else None
@@ -1064,7 +1066,7 @@ def _causal_backward(backend, blocks, ps, g, qs, k, v, needs):
             _into(mm, xp.swapaxes(p, -1, -2), gi, gv, r1, whole)
         if need_q or need_k:
             ds = mm(gi, xp.swapaxes(v[..., :r1, :], -1, -2))     # dP, then dS = P * (dP - sum(dP * P))
-            ds -= xp.einsum("...ij,...ij->...i", ds, p)[..., None]
+            ds -= backend.row_dot(ds, p)[..., None]
             ds *= p
             if need_q:
                 mm(ds, k[..., :r1, :], out=gq[..., r0:r1, :])
