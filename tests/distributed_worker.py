@@ -299,12 +299,30 @@ def expect_grads(model, want, what):
             raise AssertionError(f"{what}: parameter {k} has {None if p.grad is None else p.grad.numpy()}, want {g}")
 
 
+def my_rows():
+    """This rank's three rows of the global batch."""
+    r = dist.get_rank()
+    return global_batch()[0][3 * r:3 * r + 3]
+
+
+def backward_that_raises(loss, param):
+    """loss.backward(retain_graph=True) with a hook on param that raises: the error must reach the caller."""
+    h = param.register_hook(lambda g: (_ for _ in ()).throw(ValueError("on purpose")))
+    try:
+        loss.backward(retain_graph=True)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("the hook should have raised")
+    finally:
+        h.remove()
+
+
 @check
 def ddp_gradient_penalty_with_autograd_grad():
     # grad() writes no .grad: it must not run DDP's end-of-backward reduction (which raised "received
     # no gradient" and wrote averaged zeros into every .grad); the backward after it reduces
-    r = dist.get_rank()
-    x0 = global_batch()[0][3 * r:3 * r + 3]
+    x0 = my_rows()
 
     def loss(net):
         x = ag.tensor(x0, requires_grad=True)
@@ -321,21 +339,12 @@ def ddp_gradient_penalty_with_autograd_grad():
 @check
 def ddp_backward_retried_after_an_exception():
     # a backward that raises drops its queued callbacks; the retry (retain_graph) must reduce again
-    r = dist.get_rank()
-    x0 = global_batch()[0][3 * r:3 * r + 3]
+    x0 = my_rows()
     want = averaged_by_hand(lambda net: net(ag.tensor(x0)).sum())
     model = make_model(0)
     ddp = ag.nn.parallel.DistributedDataParallel(model)      # one bucket: nothing started before the error
     loss = ddp(ag.tensor(x0)).sum()
-    first = model.body[0].bias                                # finished last
-    h = first.register_hook(lambda g: (_ for _ in ()).throw(ValueError("on purpose")))
-    try:
-        loss.backward(retain_graph=True)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("the hook should have raised")
-    h.remove()
+    backward_that_raises(loss, model.body[0].bias)            # that bias is finished last
     model.zero_grad()
     loss.backward()
     expect_grads(model, want, "retried backward")
@@ -344,8 +353,7 @@ def ddp_backward_retried_after_an_exception():
 @check
 def ddp_second_backward_through_one_forward_is_averaged():
     # retain_graph: the second backward reduces too, so .grad is the sum of both passes' averages
-    r = dist.get_rank()
-    x0 = global_batch()[0][3 * r:3 * r + 3]
+    x0 = my_rows()
     once = averaged_by_hand(lambda net: net(ag.tensor(x0)).sum())
     model = make_model(0)
     ddp = ag.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0002)
@@ -359,23 +367,15 @@ def ddp_second_backward_through_one_forward_is_averaged():
 def ddp_retry_after_an_exception_with_buckets_in_flight():
     # small buckets: some all-reduces start before the error; the retry must wait for them, refill every
     # bucket from this pass's gradients (here twice the first's) and reduce again, not reuse stale sums
-    r = dist.get_rank()
-    x0 = global_batch()[0][3 * r:3 * r + 3]
+    x0 = my_rows()
     once = averaged_by_hand(lambda net: net(ag.tensor(x0)).sum())
     model = make_model(0)
     ddp = ag.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.0002)
     ddp.event_log = log = []
     loss = ddp(ag.tensor(x0)).sum()
-    h = model.body[0].bias.register_hook(lambda g: (_ for _ in ()).throw(ValueError("on purpose")))
-    try:
-        loss.backward(retain_graph=True)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("the hook should have raised")
+    backward_that_raises(loss, model.body[0].bias)
     if ("allreduce_start", 0) not in log:
         raise AssertionError(f"no bucket started before the error, so this checks nothing: {log}")
-    h.remove()
     model.zero_grad()
     loss.backward(ag.tensor(2.0))
     expect_grads(model, [2 * g for g in once], "retry with buckets in flight")

@@ -85,28 +85,20 @@ def test_an_exception_on_one_rank_ends_the_job_with_its_message():
 
 
 @pytest.mark.gpu
-def test_cuda_tensors_over_mpi_on_the_standin():
+@pytest.mark.parametrize("check", ["cuda_over_mpi_on_the_standin", "nccl_on_the_standin"])
+def test_cuda_paths_in_a_2_rank_job_on_the_standin(check):
     from autograd_gpu.backends import cupy_backend
     if not cupy_backend.simulated():
         pytest.skip("runs on the CuPy stand-in: AG_CUDA=standin python -m pytest -m gpu")
-    result = verdicts(2, ["cuda_over_mpi_on_the_standin"], cuda="standin")
-    assert result["cuda_over_mpi_on_the_standin"] == "ok", result["cuda_over_mpi_on_the_standin"]
-
-
-@pytest.mark.gpu
-def test_nccl_path_on_the_standin():
-    from autograd_gpu.backends import cupy_backend
-    if not cupy_backend.simulated():
-        pytest.skip("runs on the CuPy stand-in: AG_CUDA=standin python -m pytest -m gpu")
-    result = verdicts(2, ["nccl_on_the_standin"], cuda="standin")
-    assert result["nccl_on_the_standin"] == "ok", result["nccl_on_the_standin"]
+    result = verdicts(2, [check], cuda="standin")
+    assert result[check] == "ok", result[check]
 
 
 @pytest.mark.gpu
 def test_cuda_tensors_over_mpi_on_a_real_gpu():
     from autograd_gpu.backends import cupy_backend
     if cupy_backend.simulated() or not ag.cuda.is_available():
-        pytest.skip("needs a real GPU (the stand-in runs test_cuda_tensors_over_mpi_on_the_standin)")
+        pytest.skip("needs a real GPU (the stand-in runs test_cuda_paths_in_a_2_rank_job_on_the_standin)")
     result = verdicts(2, ["cuda_over_mpi"])
     assert result["cuda_over_mpi"] == "ok", result["cuda_over_mpi"]
 

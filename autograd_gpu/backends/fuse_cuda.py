@@ -543,6 +543,8 @@ class _GraphRunner:
         """Capture again when a state input is another array than at capture, or a result handed out by
         the last launch is still held (the next launch would overwrite it). False: that capture failed,
         the program runs without a graph from now on."""
+        if not (self.by_address or self.handed):   # nothing read in place, nothing handed out: no counting
+            return True
         moved = {i for i in self.by_address if arrays[i] is not self.static[i]}
         held = {j for j, r in zip(self.handed, self._out_refs(self.handed, arrays)) if r != self.base_refs[j]}
         if moved or held:
