@@ -61,6 +61,13 @@ class Backend:
             lo, hi = a.min(), a.max()
             self.assert_all((lo >= low) & (hi < high), exc_type, message, self.xp.where(lo < low, lo, hi))
 
+    # -- updates in place ------------------------------------------------------------------------------
+    def axpy(self, y, alpha, x):
+        """y += alpha * x in place (an optimizer's step: PyTorch's ``p.add_(d, alpha=-lr)``); ``alpha`` a
+        number or a 0-d array of y's dtype. Here two passes; the CPU backend has a one-pass BLAS call."""
+        y += alpha * x
+        return y
+
     # -- linear algebra: one behaviour for singular input on every backend ------------------------------
     def row_dot(self, a, b):
         """sum(a * b) over the last axis, in one pass with no product array (NumPy's einsum)."""

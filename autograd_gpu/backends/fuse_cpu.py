@@ -23,7 +23,7 @@ import numpy as np
 
 from .fusers import register_fuser
 from ..compile.program import alias_groups as _alias_groups, rename_refs as _renamed
-from .numpy_backend import NumpyBackend
+from .numpy_backend import NumpyBackend, float_matmul
 
 try:
     import numexpr as _ne
@@ -500,7 +500,7 @@ def _ssa(steps, values, inputs, group):
 
 def _peephole(steps, values, keep):
     """Cheaper calls for the same results: a float ``sum`` as ``add.reduce`` (no Python wrapper), a column
-    sum of a matrix as ``ones @ x`` (same sums, BLAS's order), a float matmul as ``np.matmul`` (an outer
+    sum of a matrix as ``ones @ x`` (same sums, BLAS's order), a float matmul as ``float_matmul`` (an outer
     product as a multiply), and
     ``broadcast_to`` dropped where every consumer is elementwise with the broadcast shape (the ufunc
     broadcasts by itself; the unused call is then removed)."""
@@ -515,7 +515,7 @@ def _peephole(steps, values, keep):
         elif (getattr(s.fn, "__func__", None) is NumpyBackend.matmul and s.kind == "call" and len(s.args) == 2
               and set(s.kwargs) <= {"out"} and any(a.__class__ is Ref for a in s.args)
               and all(a.dtype in _FLOATS for a in _operands(s.args, values))):
-            s.fn = np.matmul           # what the backend's matmul calls for these dtypes, without its wrapper
+            s.fn = float_matmul        # what the backend's matmul calls for these dtypes, without its wrapper
             a, b = _operands(s.args, values)
             if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1 and a.dtype == b.dtype:
                 s.fn = np.multiply     # (m, 1) @ (1, n): each element is one product, exactly; no BLAS call
@@ -525,7 +525,7 @@ def _peephole(steps, values, keep):
             x = values[s.args[0].vid]
             if x.ndim == 2 and x.shape[0] > 1 and x.shape[1] > 1 and x.dtype in _FLOATS:
                 # a bias gradient (column sums) as a BLAS product with ones: 3x faster than the strided reduction
-                s.fn, s.args, s.kwargs = np.matmul, (np.ones(x.shape[0], x.dtype), s.args[0]), {}
+                s.fn, s.args, s.kwargs = float_matmul, (np.ones(x.shape[0], x.dtype), s.args[0]), {}
     for s in steps:
         if s.kind != "call" or not isinstance(s.outs, int) or s.outs in keep or s.kwargs or not s.args:
             continue
@@ -701,7 +701,8 @@ def _takes_out(s):
     if s.kind != "call" or s.kwargs.get("out") is not None or s.scalar or any(
             v.__class__ is Ref for k, v in s.kwargs.items()):
         return False
-    return getattr(s.fn, "__func__", None) is NumpyBackend.matmul or s.fn is np.matmul or _is_add_reduce(s.fn)
+    return getattr(s.fn, "__func__", None) is NumpyBackend.matmul or s.fn is float_matmul or s.fn is np.matmul \
+        or _is_add_reduce(s.fn)
 
 
 def _operands(args, values):

@@ -48,7 +48,7 @@ class SGD(Optimizer):
                 g = g + momentum * b if nesterov else b
             # the learning rate is read on the host: under ag.compile a scheduler's change needs no new trace
             lr_now, = host_values(_lr, group, dtype=a.dtype, device=p.device)
-            a -= lr_now * g
+            p.device.backend.axpy(a, -lr_now, g)      # one pass: a -= lr * g
             p._bump_version()
 
 

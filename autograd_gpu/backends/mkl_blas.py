@@ -1,0 +1,245 @@
+"""CPU matrix products through Intel MKL's CBLAS, when the ``mkl`` wheel is installed.
+
+NumPy's wheels multiply with OpenBLAS. On a training step's shapes (batch 128, widths 512-784, float32)
+OpenBLAS reaches 210-320 GFLOP/s on the project's 2-core Xeon where MKL, PyTorch's CPU BLAS, reaches
+330-380: the products were most of why our MLP, LSTM and transformer steps trailed PyTorch's. So the
+CPU backend's ``matmul`` hands float32/float64 products to MKL's ``cblas_?gemm`` (and
+``cblas_?gemm_batch_strided`` for stacks of matrices) through ctypes, and NumPy keeps every case this
+module does not take (other dtypes, dot products of two vectors, tiny products, batches broadcast in
+mixed ways, no MKL); odd strides are copied first, as NumPy does. ``axpy`` (y += alpha x) makes an
+optimizer's update one pass.
+
+``AUTOGRAD_GPU_CPU_BLAS`` picks: ``auto`` (the default: MKL when found), ``mkl`` (an error when it is
+not found) or ``numpy``. ``AUTOGRAD_GPU_MKL`` names the runtime library's path where it is not beside
+the interpreter (``<prefix>/lib``, where the wheel puts it).
+
+Threads: MKL runs its products on GNU OpenMP's pool where the system has libgomp (see
+_threading_layer), and every product large enough for OpenBLAS to thread comes here (MIN_WORK): two
+BLAS pools whose idle threads spin took the cores from each other and made steps 2x slower.
+"""
+import ctypes
+import glob
+import os
+import site
+import sys
+
+import numpy as np
+
+__all__ = ["matmul", "axpy", "available", "library_path"]
+
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_INTEL, _GNU = 0, 3
+# products below this many multiply-adds stay with NumPy: its call costs ~1.5 us against ~4 us here, and
+# OpenBLAS runs them on one thread (its threads, once woken, spin for a while and would take a core
+# from MKL's: every product large enough to be threaded comes here)
+MIN_WORK = 1 << 13
+
+_choice = os.environ.get("AUTOGRAD_GPU_CPU_BLAS", "auto").strip().lower() or "auto"
+if _choice not in ("auto", "mkl", "numpy"):
+    raise ImportError(f"AUTOGRAD_GPU_CPU_BLAS must be 'auto', 'mkl' or 'numpy', got {_choice!r}")
+
+
+def _candidates():
+    path = os.environ.get("AUTOGRAD_GPU_MKL")
+    if path:
+        yield path
+        return
+    dirs = []
+    for prefix in (sys.prefix, sys.exec_prefix, sys.base_prefix, getattr(site, "USER_BASE", None)):
+        if prefix:
+            dirs += [os.path.join(prefix, "lib"), os.path.join(prefix, "Library", "bin")]
+    for d in dict.fromkeys(dirs):
+        for pattern in ("libmkl_rt.so*", "libmkl_rt*.dylib", "mkl_rt*.dll"):
+            yield from sorted(glob.glob(os.path.join(d, pattern)), reverse=True)
+
+
+def _load():
+    if _choice == "numpy":
+        return None, None
+    tried = []
+    for path in _candidates():
+        tried.append(path)
+        try:
+            lib = ctypes.CDLL(path)
+            lib.cblas_sgemm_batch_strided, lib.cblas_dgemm_batch_strided   # MKL 2020.2 and later
+        except (OSError, AttributeError):
+            continue
+        return lib, path
+    if _choice == "mkl":
+        where = ", ".join(tried) or "nothing found under the interpreter's lib/ folders"
+        raise ImportError("AUTOGRAD_GPU_CPU_BLAS=mkl, but no usable MKL runtime (libmkl_rt) was found "
+                          f"(tried: {where}); install it with `pip install mkl`, or set AUTOGRAD_GPU_MKL "
+                          "to its path")
+    return None, None
+
+
+_lib, library_path = _load()
+
+
+def _threading_layer():
+    """GNU OpenMP (libgomp) where the system has it, else Intel's (libiomp5, from the wheel). GNU's: a
+    process with PyTorch loaded already runs Intel's pool on one thread (PyTorch's own libgomp answers
+    its omp_* calls), and GNU's pool sleeps soon after a product, so NumPy's passes get the cores back."""
+    if os.environ.get("MKL_THREADING_LAYER"):
+        return None                         # the user's choice, read by MKL itself
+    try:
+        ctypes.CDLL("libgomp.so.1")
+        return _GNU
+    except OSError:
+        return _INTEL
+
+
+def _setup(lib):
+    c_int, c_void_p = ctypes.c_int, ctypes.c_void_p
+    lib.MKL_Set_Interface_Layer.argtypes = [c_int]
+    lib.MKL_Set_Interface_Layer(0)          # LP64: 32-bit integers, as declared below (MKL_INTERFACE_LAYER
+                                            # could otherwise have picked 64-bit ones)
+    layer = _threading_layer()
+    if layer is not None:
+        lib.MKL_Set_Threading_Layer.argtypes = [c_int]
+        lib.MKL_Set_Threading_Layer(layer)
+    fns = {}
+    for t, real in (("s", ctypes.c_float), ("d", ctypes.c_double)):
+        gemm = getattr(lib, f"cblas_{t}gemm")
+        gemm.argtypes = [c_int, c_int, c_int, c_int, c_int, c_int, real, c_void_p, c_int, c_void_p, c_int,
+                         real, c_void_p, c_int]
+        gemm.restype = None
+        batch = getattr(lib, f"cblas_{t}gemm_batch_strided")
+        batch.argtypes = [c_int, c_int, c_int, c_int, c_int, c_int, real, c_void_p, c_int, c_int,
+                          c_void_p, c_int, c_int, real, c_void_p, c_int, c_int, c_int]
+        batch.restype = None
+        axpy = getattr(lib, f"cblas_{t}axpy")
+        axpy.argtypes = [c_int, real, c_void_p, c_int, c_void_p, c_int]
+        axpy.restype = None
+        fns[np.dtype(real)] = (gemm, batch)
+        _axpys[np.dtype(real)] = axpy
+    return fns
+
+
+_axpys = {}
+_fns = _setup(_lib) if _lib is not None else {}
+_INT_MAX = 2 ** 31 - 1
+
+
+def available():
+    """True when products go to MKL."""
+    return bool(_fns)
+
+
+def _operand(x, rows, cols, item):
+    """(transpose flag, leading dimension) describing the (rows, cols) matrix x (its last two axes) to
+    CBLAS in row-major terms, or None when its strides are not a BLAS layout (NumPy then copies)."""
+    s0, s1 = x.strides[-2], x.strides[-1]
+    if s0 % item or s1 % item:
+        return None
+    s0, s1 = s0 // item, s1 // item
+    if (s1 == 1 or cols == 1) and (rows == 1 or s0 >= cols):
+        return _NO_TRANS, (s0 if rows > 1 else cols)
+    if (s0 == 1 or rows == 1) and (cols == 1 or s1 >= rows):
+        return _TRANS, (s1 if cols > 1 else rows)
+    return None
+
+
+def _batch_stride(x, item):
+    """The one stride (in elements) between consecutive matrices of x's leading axes (0 when they are all
+    broadcast), or None when those axes are not one evenly strided run."""
+    stride = None
+    for n, s in zip(reversed(x.shape[:-2]), reversed(x.strides[:-2])):
+        if n == 1:
+            continue
+        if stride is None:
+            if s < 0 or s % item:
+                return None
+            stride, span = s // item, n
+        elif s != stride * span * item:
+            return None
+        else:
+            span *= n
+    return stride or 0
+
+
+def _layout(x, rows, cols, item):
+    """(x or a contiguous copy of it, its _operand description, its _batch_stride): NumPy's matmul copies
+    such operands (a broadcast gradient of ones, a strided slice) the same way before calling BLAS."""
+    d = _operand(x, rows, cols, item)
+    s = _batch_stride(x, item) if x.ndim > 2 else 0
+    if d is None or s is None or not x.flags.aligned:
+        x = np.ascontiguousarray(x)
+        d, s = _operand(x, rows, cols, item), _batch_stride(x, item) if x.ndim > 2 else 0
+    return x, d, s
+
+
+def matmul(a, b, out=None):
+    """a @ b through MKL, written into ``out`` when given; None when the case is not taken here (the
+    caller runs NumPy's matmul instead, which also raises NumPy's errors for mismatched shapes)."""
+    fns = _fns.get(a.dtype)
+    if fns is None or b.dtype != a.dtype or a.__class__ is not np.ndarray or b.__class__ is not np.ndarray \
+            or a.ndim == 0 or b.ndim == 0 or a.ndim + b.ndim == 2:
+        return None                           # (a dot product of two vectors is a reduction: NumPy's)
+    if a.ndim == 1 or b.ndim == 1:         # a vector is a one-row (left) or one-column (right) matrix
+        o = out
+        if o is not None and o.ndim:
+            o = o[..., None, :] if a.ndim == 1 else o
+            o = o[..., None] if b.ndim == 1 else o
+        y = matmul(a[None] if a.ndim == 1 else a, b[:, None] if b.ndim == 1 else b,
+                   None if out is None or not out.ndim else o)
+        if y is None or out is not None:
+            return None if y is None else out
+        y = y[..., 0, :] if a.ndim == 1 else y
+        return y[..., 0] if b.ndim == 1 else y
+    m, k = a.shape[-2:]
+    k2, n = b.shape[-2:]
+    work = m * n * k
+    if k != k2 or not work or max(m, n, k) > _INT_MAX // 4 or \
+            work * max(a.size // (m * k), b.size // (k * n)) < MIN_WORK:         # (all the batch's work)
+        return None
+    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:     # stacked rows times one matrix: one product
+        shape = a.shape[:-1] + (n,)
+        if out is not None and (out.shape != shape or not out.flags.c_contiguous):
+            return None
+        y = matmul(a.reshape(-1, k), b, None if out is None else out.reshape(-1, n))
+        return None if y is None else (out if out is not None else y.reshape(shape))
+    batch = a.shape[:-2]
+    if a.shape[:-2] != b.shape[:-2]:
+        try:
+            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            return None
+        a, b = np.broadcast_to(a, batch + (m, k)), np.broadcast_to(b, batch + (k, n))
+    item = a.dtype.itemsize
+    (a, da, sa), (b, db, sb) = _layout(a, m, k, item), _layout(b, k, n, item)
+    if da is None or db is None or sa is None or sb is None or max(da[1], db[1], sa, sb) > _INT_MAX:
+        return None                                   # broadcast axes mixed with strided ones: NumPy
+    gemm, batched = fns
+    shape = batch + (m, n)
+    if out is None:
+        c = np.empty(shape, a.dtype)
+    elif out.shape == shape and out.dtype == a.dtype and out.flags.c_contiguous and \
+            not np.may_share_memory(out, a) and not np.may_share_memory(out, b):
+        c = out
+    else:
+        return None
+    count = c.size // (m * n)
+    if count == 1:
+        gemm(_ROW_MAJOR, da[0], db[0], m, n, k, 1.0, a.ctypes.data, da[1], b.ctypes.data, db[1], 0.0,
+             c.ctypes.data, n)
+    elif count:
+        batched(_ROW_MAJOR, da[0], db[0], m, n, k, 1.0, a.ctypes.data, da[1], sa, b.ctypes.data, db[1], sb,
+                0.0, c.ctypes.data, n, m * n, count)
+    return c
+
+
+AXPY_MIN = 1 << 14      # smaller updates stay with NumPy (its two passes then cost less than this call)
+
+
+def axpy(y, alpha, x):
+    """y += alpha * x in place through MKL's ?axpy; False (nothing done) when the case is not taken here:
+    another dtype, a size below AXPY_MIN, shapes that differ (broadcasting), arrays that are not both
+    contiguous, or memory they share."""
+    f = _axpys.get(y.dtype)
+    if f is None or x.dtype != y.dtype or x.shape != y.shape or y.size < AXPY_MIN or y.size > _INT_MAX \
+            or x.__class__ is not np.ndarray or y.__class__ is not np.ndarray or not y.flags.c_contiguous \
+            or not x.flags.c_contiguous or not y.flags.writeable or np.may_share_memory(x, y):
+        return False
+    f(y.size, float(alpha), x.ctypes.data, 1, y.ctypes.data, 1)
+    return True

@@ -1,0 +1,165 @@
+"""The CPU backend's MKL products (backends/mkl_blas.py): every layout it takes equals NumPy's matmul, the
+cases it leaves to NumPy are left, and the switches behave. The layout tests skip where MKL is not
+installed (`pip install mkl`; CI installs it with the test extra on x86-64 Linux and Windows)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from autograd_gpu.backends import mkl_blas, get_backend
+
+needs_mkl = pytest.mark.skipif(not mkl_blas.available(), reason="MKL is not installed (pip install mkl)")
+DTYPES = [np.float32, np.float64]
+
+
+def _close(got, a, b, dtype):
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    assert got.shape == want.shape and got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(a.shape[-1]))
+
+
+def _rand(shape, dtype, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _view(x, layout):
+    """x's values laid out as: "c" contiguous, "t" a transposed view, "ld" rows padded (leading dimension
+    larger than the row), "neg" reversed rows, "step" every other column of a wider array."""
+    if layout == "c":
+        return x
+    if layout == "t":
+        return np.ascontiguousarray(np.swapaxes(x, -1, -2)).swapaxes(-1, -2)
+    if layout == "ld":
+        wide = np.zeros(x.shape[:-1] + (x.shape[-1] + 7,), x.dtype)
+        wide[..., :x.shape[-1]] = x
+        return wide[..., :x.shape[-1]]
+    if layout == "neg":
+        return np.ascontiguousarray(x[..., ::-1, :])[..., ::-1, :]
+    wide = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
+    wide[..., ::2] = x
+    return wide[..., ::2]
+
+
+@needs_mkl
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("la", ["c", "t", "ld", "neg", "step"])
+@pytest.mark.parametrize("lb", ["c", "t", "ld"])
+@pytest.mark.parametrize("mkn", [(37, 45, 29), (1, 300, 200), (300, 1, 200), (300, 200, 1), (128, 784, 64)])
+def test_a_product_of_two_matrices_in_any_layout_equals_numpys(dtype, la, lb, mkn):
+    m, k, n = mkn
+    a, b = _rand((m, k), dtype, 1), _rand((k, n), dtype, 2)
+    va, vb = _view(a, la), _view(b, lb)
+    got = mkl_blas.matmul(va, vb)
+    assert got is not None                        # taken here, not handed back to NumPy
+    _close(got, a, b, dtype)
+    assert got.flags.c_contiguous
+
+
+@needs_mkl
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", [
+    ((3, 4, 40, 30), (3, 4, 30, 20)),      # one batch shape
+    ((5, 40, 30), (30, 20)),               # stacked rows times one matrix: folded into one product
+    ((40, 30), (5, 30, 20)),               # one matrix times a stack: the batch stride of a is 0
+    ((2, 1, 40, 30), (1, 3, 30, 20)),      # broadcast both ways: a copy, then one batched call
+    ((5, 40, 300), (5, 300, 1)),           # matrix times column
+    ((300,), (5, 300, 20)),                # a vector on the left of a stack
+    ((5, 40, 300), (300,)),                # a stack times a vector
+    ((40, 300), (300,)),
+    ((300,), (300, 40)),
+])
+def test_batched_broadcast_and_vector_products_equal_numpys(dtype, shapes):
+    a, b = _rand(shapes[0], dtype, 3), _rand(shapes[1], dtype, 4)
+    got = mkl_blas.matmul(a, b)
+    assert got is not None
+    _close(got, a, b, dtype)
+    out = np.full(np.matmul(a, b).shape, np.nan, dtype)
+    assert mkl_blas.matmul(a, b, out) is out
+    _close(out, a, b, dtype)
+
+
+@needs_mkl
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_stacks_laid_out_unevenly_are_copied_and_still_right(dtype):
+    a = _rand((4, 40, 3, 30), dtype, 5).transpose(0, 2, 1, 3)        # (4, 3, 40, 30), batch axes not one run
+    b = _view(_rand((4, 3, 30, 20), dtype, 6), "t")
+    _close(mkl_blas.matmul(a, b), a, b, dtype)
+    ones = np.broadcast_to(np.ones((), dtype), (64, 64))              # the gradient of a sum: all strides 0
+    x = _rand((64, 64), dtype, 7)
+    _close(mkl_blas.matmul(ones, x), np.ones((64, 64), dtype), x, dtype)
+
+
+@needs_mkl
+def test_cases_left_to_numpy_return_none():
+    f, d = _rand((40, 30), np.float32), _rand((30, 20), np.float64)
+    assert mkl_blas.matmul(f, d) is None                                  # mixed dtypes: NumPy promotes
+    assert mkl_blas.matmul(f.astype(np.int64), f.T.astype(np.int64)) is None
+    assert mkl_blas.matmul(f.astype(np.complex64), f.T.astype(np.complex64)) is None
+    assert mkl_blas.matmul(f[:4, :4], f[:4, :4]) is None                  # tiny: NumPy's call is cheaper
+    assert mkl_blas.matmul(f, f) is None                                  # (40, 30) @ (40, 30): NumPy's error
+    assert mkl_blas.matmul(f[0], f[0]) is None                            # a dot product of two vectors
+    assert mkl_blas.matmul(f, _rand((30, 20), np.float32), np.empty((20, 40), np.float32).T) is None
+    x = _rand((64, 64), np.float32)
+    assert mkl_blas.matmul(x, x, x) is None                               # out= overlapping an operand
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_backend_matmul_equals_numpy_everywhere(dtype):
+    """Whatever takes each case (MKL or NumPy), the CPU backend's matmul is NumPy's matmul."""
+    mm = get_backend("cpu").matmul
+    for i, (sa, sb) in enumerate([((3,), (3,)), ((2, 3), (3,)), ((64, 64), (64, 64)), ((2, 5, 64, 32), (32, 16)),
+                                  ((5, 1, 64, 32), (1, 4, 32, 16)), ((0, 64), (64, 64)), ((64, 0), (0, 64))]):
+        a, b = _rand(sa, dtype, i), _rand(sb, dtype, i + 10)
+        got = mm(a, b)
+        assert np.asarray(got).shape == np.matmul(a, b).shape
+        np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5 if dtype == np.float32 else 1e-12,
+                                   atol=1e-4 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [10, 1 << 15])
+def test_axpy_adds_in_place(dtype, n):
+    y, x = _rand(n, dtype, 1), _rand(n, dtype, 2)
+    want = y + dtype(-0.01) * x
+    got = get_backend("cpu").axpy(y, -0.01, x)
+    assert got is y
+    # MKL rounds y + alpha x once (a fused multiply-add), NumPy twice: equal to the last bit of alpha x
+    np.testing.assert_allclose(y, want, rtol=1e-6 if dtype == np.float32 else 1e-14,
+                               atol=4 * np.finfo(dtype).eps * 0.01 * np.abs(x).max())
+    y2 = _rand(n, dtype, 1)
+    get_backend("cpu").axpy(y2, np.asarray(-0.01, dtype), x)             # a 0-d array alpha (ag.compile's)
+    np.testing.assert_array_equal(y2, y)
+
+
+@needs_mkl
+def test_axpy_leaves_what_it_does_not_take_untouched():
+    y, x = _rand(1 << 15, np.float32, 1), _rand(1 << 15, np.float32, 2)
+    before = y.copy()
+    assert not mkl_blas.axpy(y, 2.0, x.astype(np.float64))                # mixed dtypes
+    assert not mkl_blas.axpy(y[::2], 2.0, x[::2])                         # not contiguous
+    assert not mkl_blas.axpy(y, 2.0, y)                                   # shared memory
+    assert not mkl_blas.axpy(y[:10], 2.0, x[:10])                         # small
+    np.testing.assert_array_equal(y, before)
+    assert mkl_blas.axpy(y, 2.0, x)
+
+
+def _import_with(env):
+    env = {**os.environ, **env}
+    code = "from autograd_gpu.backends import mkl_blas as m; print(m.available())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_numpy_switch_turns_mkl_off():
+    r = _import_with({"AUTOGRAD_GPU_CPU_BLAS": "numpy"})
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
+
+
+def test_asking_for_mkl_where_there_is_none_is_a_clear_error():
+    r = _import_with({"AUTOGRAD_GPU_CPU_BLAS": "mkl", "AUTOGRAD_GPU_MKL": "/nonexistent/libmkl_rt.so"})
+    assert r.returncode != 0
+    assert "AUTOGRAD_GPU_CPU_BLAS=mkl" in r.stderr and "pip install mkl" in r.stderr
+    r = _import_with({"AUTOGRAD_GPU_CPU_BLAS": "openblas"})
+    assert r.returncode != 0 and "'auto', 'mkl' or 'numpy'" in r.stderr and "'openblas'" in r.stderr
