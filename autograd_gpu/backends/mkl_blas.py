@@ -28,6 +28,7 @@ import numpy as np
 __all__ = ["matmul", "axpy", "available", "library_path"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+_FLIP = {_NO_TRANS: _TRANS, _TRANS: _NO_TRANS}
 _INTEL, _GNU = 0, 3
 # products below this many multiply-adds stay with NumPy: its call costs ~1.5 us against ~4 us here, and
 # OpenBLAS runs them on one thread (its threads, once woken, spin for a while and would take a core
@@ -193,9 +194,9 @@ def matmul(a, b, out=None):
     if k != k2 or not work or max(m, n, k) > _INT_MAX // 4 or \
             work * max(a.size // (m * k), b.size // (k * n)) < MIN_WORK:         # (all the batch's work)
         return None
-    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:     # stacked rows times one matrix: one product
-        shape = a.shape[:-1] + (n,)
-        if out is not None and (out.shape != shape or not out.flags.c_contiguous):
+    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous and (out is None or out.flags.c_contiguous):
+        shape = a.shape[:-1] + (n,)                     # stacked rows times one matrix: one product
+        if out is not None and out.shape != shape:
             return None
         y = matmul(a.reshape(-1, k), b, None if out is None else out.reshape(-1, n))
         return None if y is None else (out if out is not None else y.reshape(shape))
@@ -210,23 +211,38 @@ def matmul(a, b, out=None):
     (a, da, sa), (b, db, sb) = _layout(a, m, k, item), _layout(b, k, n, item)
     if da is None or db is None or sa is None or sb is None or max(da[1], db[1], sa, sb) > _INT_MAX:
         return None                                   # broadcast axes mixed with strided ones: NumPy
-    gemm, batched = fns
     shape = batch + (m, n)
+    count = _prod(batch)
     if out is None:
-        c = np.empty(shape, a.dtype)
-    elif out.shape == shape and out.dtype == a.dtype and out.flags.c_contiguous and \
-            not np.may_share_memory(out, a) and not np.may_share_memory(out, b):
-        c = out
+        c, dc, sc = np.empty(shape, a.dtype), (_NO_TRANS, n), m * n
     else:
-        return None
-    count = c.size // (m * n)
+        # any BLAS layout (attention writes into views laid out for the permute that follows)
+        if out.__class__ is not np.ndarray or out.shape != shape or out.dtype != a.dtype or \
+                not out.flags.writeable or not out.flags.aligned or \
+                np.may_share_memory(out, a) or np.may_share_memory(out, b):
+            return None
+        c, dc, sc = out, _operand(out, m, n, item), _batch_stride(out, item) if out.ndim > 2 else 0
+        if dc is None or sc is None or (sc == 0 and count > 1) or max(dc[1], sc) > _INT_MAX:
+            return None
+    if not count:
+        return c
+    gemm, batched = fns
+    if dc[0] == _NO_TRANS:
+        args = (da[0], db[0], m, n, k, 1.0, a.ctypes.data, da[1], sa, b.ctypes.data, db[1], sb)
+    else:                                           # c stored transposed: c.T = b.T @ a.T
+        args = (_FLIP[db[0]], _FLIP[da[0]], n, m, k, 1.0, b.ctypes.data, db[1], sb, a.ctypes.data, da[1], sa)
     if count == 1:
-        gemm(_ROW_MAJOR, da[0], db[0], m, n, k, 1.0, a.ctypes.data, da[1], b.ctypes.data, db[1], 0.0,
-             c.ctypes.data, n)
-    elif count:
-        batched(_ROW_MAJOR, da[0], db[0], m, n, k, 1.0, a.ctypes.data, da[1], sa, b.ctypes.data, db[1], sb,
-                0.0, c.ctypes.data, n, m * n, count)
+        gemm(_ROW_MAJOR, *args[:8], *args[9:11], 0.0, c.ctypes.data, dc[1])
+    else:
+        batched(_ROW_MAJOR, *args, 0.0, c.ctypes.data, dc[1], sc, count)
     return c
+
+
+def _prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 AXPY_MIN = 1 << 14      # smaller updates stay with NumPy (its two passes then cost less than this call)
