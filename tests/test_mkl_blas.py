@@ -106,6 +106,19 @@ def test_out_may_be_any_blas_layout(dtype, layout, batch):
 
 
 @needs_mkl
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batches_that_are_not_one_strided_run_go_by_pointers(dtype):
+    """(N, L, H, E) arrays seen as (N, H, L, E), attention's layout: the two batch axes are not one run,
+    so each matrix's address is passed (cblas_?gemm_batch); operands and out= alike, nothing copied."""
+    q = _rand((3, 40, 4, 16), dtype, 1).transpose(0, 2, 1, 3)
+    k = _rand((3, 50, 4, 16), dtype, 2).transpose(0, 2, 3, 1)          # (3, 4, 16, 50)
+    out = np.zeros((3, 40, 4, 50), dtype).transpose(0, 2, 1, 3)
+    assert mkl_blas.matmul(q, k, out) is out
+    _close(out, q, k, dtype)
+    _close(mkl_blas.matmul(q, k), q, k, dtype)
+
+
+@needs_mkl
 def test_cases_left_to_numpy_return_none():
     f, d = _rand((40, 30), np.float32), _rand((30, 20), np.float64)
     assert mkl_blas.matmul(f, d) is None                                  # mixed dtypes: NumPy promotes

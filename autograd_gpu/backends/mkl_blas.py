@@ -112,7 +112,10 @@ def _setup(lib):
         axpy = getattr(lib, f"cblas_{t}axpy")
         axpy.argtypes = [c_int, real, c_void_p, c_int, c_void_p, c_int]
         axpy.restype = None
-        fns[np.dtype(real)] = (gemm, batch)
+        group = getattr(lib, f"cblas_{t}gemm_batch")     # pointer arrays: any batch layout
+        group.argtypes = [c_int] + [c_void_p] * 13 + [c_int, c_void_p]
+        group.restype = None
+        fns[np.dtype(real)] = (gemm, batch, group)
         _axpys[np.dtype(real)] = axpy
     return fns
 
@@ -160,14 +163,33 @@ def _batch_stride(x, item):
 
 
 def _layout(x, rows, cols, item):
-    """(x or a contiguous copy of it, its _operand description, its _batch_stride): NumPy's matmul copies
-    such operands (a broadcast gradient of ones, a strided slice) the same way before calling BLAS."""
+    """(x or a contiguous copy of it, its _operand description, its _batch_stride or None): NumPy's
+    matmul copies such operands (a broadcast gradient of ones, a strided slice) the same way before
+    calling BLAS. A batch that is not one evenly strided run (None) goes by pointer arrays, uncopied."""
     d = _operand(x, rows, cols, item)
-    s = _batch_stride(x, item) if x.ndim > 2 else 0
-    if d is None or s is None or not x.flags.aligned:
+    if d is None or not x.flags.aligned:
         x = np.ascontiguousarray(x)
-        d, s = _operand(x, rows, cols, item), _batch_stride(x, item) if x.ndim > 2 else 0
-    return x, d, s
+        d = _operand(x, rows, cols, item)
+    return x, d, _batch_stride(x, item) if x.ndim > 2 else 0
+
+
+_OFFSETS = {}
+
+
+def _pointers(x):
+    """The address of each matrix of x's batch, in C order (uint64): byte offsets cached by the batch's
+    shape and strides, plus x's address."""
+    key = (x.shape[:-2], x.strides[:-2])
+    off = _OFFSETS.get(key)
+    if off is None:
+        off = np.zeros((), np.int64)
+        for n, s in zip(*key):
+            off = off[..., None] + np.arange(n, dtype=np.int64) * s
+        off = off.ravel()
+        if len(_OFFSETS) > 256:
+            _OFFSETS.clear()
+        _OFFSETS[key] = off
+    return (off + x.ctypes.data).astype(np.uint64)
 
 
 def matmul(a, b, out=None):
@@ -209,8 +231,8 @@ def matmul(a, b, out=None):
         a, b = np.broadcast_to(a, batch + (m, k)), np.broadcast_to(b, batch + (k, n))
     item = a.dtype.itemsize
     (a, da, sa), (b, db, sb) = _layout(a, m, k, item), _layout(b, k, n, item)
-    if da is None or db is None or sa is None or sb is None or max(da[1], db[1], sa, sb) > _INT_MAX:
-        return None                                   # broadcast axes mixed with strided ones: NumPy
+    if da is None or db is None or max(da[1], db[1], sa or 0, sb or 0) > _INT_MAX:
+        return None
     shape = batch + (m, n)
     count = _prod(batch)
     if out is None:
@@ -222,19 +244,31 @@ def matmul(a, b, out=None):
                 np.may_share_memory(out, a) or np.may_share_memory(out, b):
             return None
         c, dc, sc = out, _operand(out, m, n, item), _batch_stride(out, item) if out.ndim > 2 else 0
-        if dc is None or sc is None or (sc == 0 and count > 1) or max(dc[1], sc) > _INT_MAX:
-            return None
+        if dc is None or max(dc[1], sc or 0) > _INT_MAX or \
+                any(s == 0 and d > 1 for d, s in zip(out.shape[:-2], out.strides[:-2])):
+            return None                                 # (a broadcast out: matrices written twice)
     if not count:
         return c
-    gemm, batched = fns
+    gemm, batched, group = fns
     if dc[0] == _NO_TRANS:
-        args = (da[0], db[0], m, n, k, 1.0, a.ctypes.data, da[1], sa, b.ctypes.data, db[1], sb)
+        ops, dims, lds = (a, b), (da[0], db[0], m, n, k), (da[1], db[1], dc[1])
+        strides = (sa, sb, sc)
     else:                                           # c stored transposed: c.T = b.T @ a.T
-        args = (_FLIP[db[0]], _FLIP[da[0]], n, m, k, 1.0, b.ctypes.data, db[1], sb, a.ctypes.data, da[1], sa)
+        ops, dims, lds = (b, a), (_FLIP[db[0]], _FLIP[da[0]], n, m, k), (db[1], da[1], dc[1])
+        strides = (sb, sa, sc)
+    x, y = ops
     if count == 1:
-        gemm(_ROW_MAJOR, *args[:8], *args[9:11], 0.0, c.ctypes.data, dc[1])
-    else:
-        batched(_ROW_MAJOR, *args, 0.0, c.ctypes.data, dc[1], sc, count)
+        gemm(_ROW_MAJOR, *dims, 1.0, x.ctypes.data, lds[0], y.ctypes.data, lds[1], 0.0, c.ctypes.data, lds[2])
+    elif None not in strides:
+        batched(_ROW_MAJOR, *dims, 1.0, x.ctypes.data, lds[0], strides[0], y.ctypes.data, lds[1], strides[1],
+                0.0, c.ctypes.data, lds[2], strides[2], count)
+    else:                                           # batch axes not one run each: one address per matrix
+        px, py, pc = _pointers(x), _pointers(y), _pointers(c)
+        ints = np.array(dims + lds + (count,), np.int32)
+        reals = np.array([1.0, 0.0], a.dtype)
+        i, r = ints.ctypes.data, reals.ctypes.data
+        group(_ROW_MAJOR, i, i + 4, i + 8, i + 12, i + 16, r, px.ctypes.data, i + 20, py.ctypes.data, i + 24,
+              r + item, pc.ctypes.data, i + 28, 1, i + 32)
     return c
 
 
