@@ -14,6 +14,14 @@ needs_mkl = pytest.mark.skipif(not mkl_blas.available(), reason="MKL is not inst
 DTYPES = [np.float32, np.float64]
 
 
+@pytest.fixture(autouse=True)
+def every_size_to_mkl(request, monkeypatch):
+    """The layout tests use small arrays; MKL takes products of every size in them, except where a test
+    is about the size cutoff itself."""
+    if "real_cutoff" not in request.keywords:
+        monkeypatch.setattr(mkl_blas, "MIN_WORK", 1)
+
+
 def _close(got, a, b, dtype):
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
     tol = 1e-4 if dtype == np.float32 else 1e-12
@@ -124,11 +132,19 @@ def test_cases_left_to_numpy_return_none():
     assert mkl_blas.matmul(f, d) is None                                  # mixed dtypes: NumPy promotes
     assert mkl_blas.matmul(f.astype(np.int64), f.T.astype(np.int64)) is None
     assert mkl_blas.matmul(f.astype(np.complex64), f.T.astype(np.complex64)) is None
-    assert mkl_blas.matmul(f[:4, :4], f[:4, :4]) is None                  # tiny: NumPy's call is cheaper
     assert mkl_blas.matmul(f, f) is None                                  # (40, 30) @ (40, 30): NumPy's error
     assert mkl_blas.matmul(f[0], f[0]) is None                            # a dot product of two vectors
     x = _rand((64, 64), np.float32)
     assert mkl_blas.matmul(x, x, x) is None                               # out= overlapping an operand
+
+
+@needs_mkl
+@pytest.mark.real_cutoff
+def test_products_below_openblass_threading_cutoff_stay_with_numpy():
+    small, large = _rand((48, 48), np.float32), _rand((128, 128), np.float32)
+    assert mkl_blas.matmul(small, small) is None                           # 48^3: one OpenBLAS thread, ~3 us
+    assert mkl_blas.matmul(_rand((8, 48, 48), np.float32), small) is not None   # the batch's work counts
+    assert mkl_blas.matmul(large, large) is not None
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -30,10 +30,10 @@ __all__ = ["matmul", "axpy", "available", "library_path"]
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _FLIP = {_NO_TRANS: _TRANS, _TRANS: _NO_TRANS}
 _INTEL, _GNU = 0, 3
-# products below this many multiply-adds stay with NumPy: its call costs ~1.5 us against ~4 us here, and
-# OpenBLAS runs them on one thread (its threads, once woken, spin for a while and would take a core
-# from MKL's: every product large enough to be threaded comes here)
-MIN_WORK = 1 << 13
+# products below this many multiply-adds stay with NumPy: there OpenBLAS runs them on one thread (its
+# own cutoff, 65536 x GEMM_MULTITHREAD_THRESHOLD 4) in ~3 us where MKL's call and pool cost ~10 us.
+# Larger ones all come here: OpenBLAS's threads, once woken, spin for a while beside MKL's pool.
+MIN_WORK = 1 << 18
 
 _choice = os.environ.get("AUTOGRAD_GPU_CPU_BLAS", "auto").strip().lower() or "auto"
 if _choice not in ("auto", "mkl", "numpy"):
@@ -116,11 +116,12 @@ def _setup(lib):
         group.argtypes = [c_int] + [c_void_p] * 13 + [c_int, c_void_p]
         group.restype = None
         fns[np.dtype(real)] = (gemm, batch, group)
+        _gemms[np.dtype(real)] = gemm
         _axpys[np.dtype(real)] = axpy
     return fns
 
 
-_axpys = {}
+_axpys, _gemms = {}, {}
 _fns = _setup(_lib) if _lib is not None else {}
 _INT_MAX = 2 ** 31 - 1
 
@@ -195,6 +196,19 @@ def _pointers(x):
 def matmul(a, b, out=None):
     """a @ b through MKL, written into ``out`` when given; None when the case is not taken here (the
     caller runs NumPy's matmul instead, which also raises NumPy's errors for mismatched shapes)."""
+    if out is None and a.ndim == 2 and b.ndim == 2:           # the common case, with less Python
+        (m, k), (k2, n) = a.shape, b.shape
+        gemm = _gemms.get(a.dtype)
+        if gemm is not None and b.dtype == a.dtype and k == k2 and m * n * k >= MIN_WORK and \
+                a.__class__ is np.ndarray and b.__class__ is np.ndarray and max(m, n, k) <= _INT_MAX // 4:
+            item = a.itemsize
+            da, db = _operand(a, m, k, item), _operand(b, k, n, item)
+            if da is not None and db is not None and a.flags.aligned and b.flags.aligned and \
+                    max(da[1], db[1]) <= _INT_MAX:
+                c = np.empty((m, n), a.dtype)
+                gemm(_ROW_MAJOR, da[0], db[0], m, n, k, 1.0, a.ctypes.data, da[1], b.ctypes.data, db[1], 0.0,
+                     c.ctypes.data, n)
+                return c
     fns = _fns.get(a.dtype)
     if fns is None or b.dtype != a.dtype or a.__class__ is not np.ndarray or b.__class__ is not np.ndarray \
             or a.ndim == 0 or b.ndim == 0 or a.ndim + b.ndim == 2:
