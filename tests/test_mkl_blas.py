@@ -127,6 +127,23 @@ def test_batches_that_are_not_one_strided_run_go_by_pointers(dtype):
 
 
 @needs_mkl
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_out_whose_matrices_interleave_is_written_right(dtype):
+    """out= matrices closer together than one matrix's extent ((L, H, E) seen as (H, L, E): batch stride E,
+    leading dimension H E): MKL's strided batch call rejects such a stride (an error printed, nothing
+    written, garbage returned), so these go by pointers."""
+    a, b = _rand((4, 40, 30), dtype, 1), _rand((4, 30, 16), dtype, 2)
+    for out in (np.full((40, 4, 16), np.nan, dtype).transpose(1, 0, 2),
+                np.full((16, 4, 40), np.nan, dtype).transpose(1, 2, 0)):     # the same, stored transposed
+        assert mkl_blas.matmul(a, b, out) is out
+        _close(out, a, b, dtype)
+    s, v = _rand((3, 40, 30), dtype, 3), _rand(30, dtype, 4)
+    out = np.full((40, 3), np.nan, dtype).T                                   # a stack times a vector
+    assert mkl_blas.matmul(s, v, out) is out
+    np.testing.assert_allclose(out, np.matmul(s.astype(np.float64), v), rtol=1e-4, atol=1e-3)
+
+
+@needs_mkl
 def test_cases_left_to_numpy_return_none():
     f, d = _rand((40, 30), np.float32), _rand((30, 20), np.float64)
     assert mkl_blas.matmul(f, d) is None                                  # mixed dtypes: NumPy promotes

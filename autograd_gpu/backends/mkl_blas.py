@@ -261,6 +261,9 @@ def matmul(a, b, out=None):
         if dc is None or max(dc[1], sc or 0) > _INT_MAX or \
                 any(s == 0 and d > 1 for d, s in zip(out.shape[:-2], out.strides[:-2])):
             return None                                 # (a broadcast out: matrices written twice)
+        if sc and sc < dc[1] * (m if dc[0] == _NO_TRANS else n):
+            sc = None       # matrices interleaved ((L, H, E) seen as (H, L, E)): ?gemm_batch_strided rejects
+                            # a stridec below ldc * rows (prints an error, writes nothing): by pointers
     if not count:
         return c
     gemm, batched, group = fns
