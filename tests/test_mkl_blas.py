@@ -144,6 +144,17 @@ def test_out_whose_matrices_interleave_is_written_right(dtype):
 
 
 @needs_mkl
+def test_a_zero_dimensional_out_for_a_vector_product_is_left_to_numpy():
+    """NumPy raises for a 0-d out= of a vector-matrix product; MKL's path returned it unwritten."""
+    v, m = _rand(30, np.float32, 1), _rand((30, 40), np.float32, 2)
+    for a, b in ((v, m), (m.T, v)):
+        out = np.full((), np.nan, np.float32)
+        assert mkl_blas.matmul(a, b, out) is None
+        with pytest.raises(ValueError):
+            get_backend("cpu").matmul(a, b, out)
+
+
+@needs_mkl
 def test_cases_left_to_numpy_return_none():
     f, d = _rand((40, 30), np.float32), _rand((30, 20), np.float64)
     assert mkl_blas.matmul(f, d) is None                                  # mixed dtypes: NumPy promotes

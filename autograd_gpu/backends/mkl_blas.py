@@ -214,12 +214,13 @@ def matmul(a, b, out=None):
             or a.ndim == 0 or b.ndim == 0 or a.ndim + b.ndim == 2:
         return None                           # (a dot product of two vectors is a reduction: NumPy's)
     if a.ndim == 1 or b.ndim == 1:         # a vector is a one-row (left) or one-column (right) matrix
+        if out is not None and not out.ndim:
+            return None                       # (NumPy's error: the product has at least one axis)
         o = out
-        if o is not None and o.ndim:
+        if o is not None:
             o = o[..., None, :] if a.ndim == 1 else o
             o = o[..., None] if b.ndim == 1 else o
-        y = matmul(a[None] if a.ndim == 1 else a, b[:, None] if b.ndim == 1 else b,
-                   None if out is None or not out.ndim else o)
+        y = matmul(a[None] if a.ndim == 1 else a, b[:, None] if b.ndim == 1 else b, o)
         if y is None or out is not None:
             return None if y is None else out
         y = y[..., 0, :] if a.ndim == 1 else y
