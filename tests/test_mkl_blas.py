@@ -4,6 +4,7 @@ installed (`pip install mkl`; CI installs it with the test extra on x86-64 Linux
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -213,6 +214,34 @@ def test_axpy_leaves_what_it_does_not_take_untouched():
     assert not mkl_blas.axpy(y[:10], 2.0, x[:10])                         # small
     np.testing.assert_array_equal(y, before)
     assert mkl_blas.axpy(y, 2.0, x)
+
+
+@needs_mkl
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork: Linux")
+def test_a_forked_child_multiplies_after_its_parent_did():
+    """MKL's GNU OpenMP pool does not survive fork: a child's first product waited forever on the parent's
+    threads. A forked child leaves its products to NumPy."""
+    import multiprocessing
+    a = _rand((256, 256), np.float32)
+    want = mkl_blas.matmul(a, a)                       # the parent's pool is started
+    assert want is not None
+
+    def child():
+        got = get_backend("cpu").matmul(a, a)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        y = np.zeros(1 << 16, np.float32)
+        get_backend("cpu").axpy(y, 2.0, np.ones_like(y))
+        assert (y == 2).all()
+    p = multiprocessing.get_context("fork").Process(target=child)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                 # (Python 3.12: fork of a process with threads)
+        p.start()
+    p.join(30)
+    if p.exitcode is None:
+        p.kill()
+        p.join()
+        pytest.fail("the forked child's product hung")
+    assert p.exitcode == 0
 
 
 def _import_with(env):

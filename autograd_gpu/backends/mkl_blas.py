@@ -99,6 +99,9 @@ def _setup(lib):
     if layer is not None:
         lib.MKL_Set_Threading_Layer.argtypes = [c_int]
         lib.MKL_Set_Threading_Layer(layer)
+    if (layer == _GNU or os.environ.get("MKL_THREADING_LAYER", "").strip().upper() == "GNU") and \
+            hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_forked)
     fns = {}
     for t, real in (("s", ctypes.c_float), ("d", ctypes.c_double)):
         gemm = getattr(lib, f"cblas_{t}gemm")
@@ -119,6 +122,14 @@ def _setup(lib):
         _gemms[np.dtype(real)] = gemm
         _axpys[np.dtype(real)] = axpy
     return fns
+
+
+def _forked():
+    """A forked child leaves its products to NumPy: libgomp's pool does not survive fork (the child's first
+    MKL product waits forever on its parent's threads), where OpenBLAS's and Intel's OpenMP restart theirs."""
+    _fns.clear()
+    _gemms.clear()
+    _axpys.clear()
 
 
 _axpys, _gemms = {}, {}
