@@ -156,6 +156,26 @@ def test_a_zero_dimensional_out_for_a_vector_product_is_left_to_numpy():
 
 
 @needs_mkl
+def test_every_stride_handed_to_mkl_fits_a_c_int(monkeypatch):
+    """ctypes wraps an int past 2^31 - 1 silently: a fresh result's matrices further apart than that (an
+    outer product of 46341 x 46341 floats per matrix) went to the strided call with a wrapped stridec,
+    writing the second matrix elsewhere. Here the limit is lowered to see it with small arrays."""
+    monkeypatch.setattr(mkl_blas, "_INT_MAX", 1000)
+    gemm, batched, group = mkl_blas._fns[np.dtype(np.float32)]
+    seen = []
+
+    def checked(*args):
+        seen.append(args[16])                          # stridec
+        return batched(*args)
+    monkeypatch.setitem(mkl_blas._fns, np.dtype(np.float32), (gemm, checked, group))
+    a, b = _rand((2, 40, 8), np.float32, 1), _rand((2, 8, 40), np.float32, 2)   # 40 x 40 = 1600 apart
+    got = mkl_blas.matmul(a, b)
+    if got is not None:
+        _close(got, a, b, np.float32)
+    assert all(s <= 1000 for s in seen), seen
+
+
+@needs_mkl
 def test_cases_left_to_numpy_return_none():
     f, d = _rand((40, 30), np.float32), _rand((30, 20), np.float64)
     assert mkl_blas.matmul(f, d) is None                                  # mixed dtypes: NumPy promotes

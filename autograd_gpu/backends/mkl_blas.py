@@ -263,6 +263,7 @@ def matmul(a, b, out=None):
     count = _prod(batch)
     if out is None:
         c, dc, sc = np.empty(shape, a.dtype), (_NO_TRANS, n), m * n
+        sc = sc if sc <= _INT_MAX else None             # (ctypes would wrap it: by pointers)
     else:
         # any BLAS layout (attention writes into views laid out for the permute that follows)
         if out.__class__ is not np.ndarray or out.shape != shape or out.dtype != a.dtype or \
