@@ -165,10 +165,16 @@ def test_every_stride_handed_to_mkl_fits_a_c_int(monkeypatch):
     seen = []
 
     def checked(*args):
-        seen.append(args[16])                          # stridec
+        seen.extend(args[16:])                         # stridec, the batch's size
         return batched(*args)
     monkeypatch.setitem(mkl_blas._fns, np.dtype(np.float32), (gemm, checked, group))
     a, b = _rand((2, 40, 8), np.float32, 1), _rand((2, 8, 40), np.float32, 2)   # 40 x 40 = 1600 apart
+    got = mkl_blas.matmul(a, b)
+    if got is not None:
+        _close(got, a, b, np.float32)
+    assert all(s <= 1000 for s in seen), seen
+    seen.clear()
+    a, b = _rand((1001, 2, 3), np.float32, 3), _rand((1001, 3, 2), np.float32, 4)   # 1001 matrices
     got = mkl_blas.matmul(a, b)
     if got is not None:
         _close(got, a, b, np.float32)

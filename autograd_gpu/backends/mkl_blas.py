@@ -95,7 +95,8 @@ def _setup(lib):
     lib.MKL_Set_Interface_Layer.argtypes = [c_int]
     lib.MKL_Set_Interface_Layer(0)          # LP64: 32-bit integers, as declared below (MKL_INTERFACE_LAYER
                                             # could otherwise have picked 64-bit ones)
-    layer = _threading_layer()
+    global _layer
+    layer = _layer = _threading_layer()
     if layer is not None:
         lib.MKL_Set_Threading_Layer.argtypes = [c_int]
         lib.MKL_Set_Threading_Layer(layer)
@@ -133,6 +134,7 @@ def _forked():
 
 
 _axpys, _gemms = {}, {}
+_layer = None
 _fns = _setup(_lib) if _lib is not None else {}
 _INT_MAX = 2 ** 31 - 1
 
@@ -140,6 +142,24 @@ _INT_MAX = 2 ** 31 - 1
 def available():
     """True when products go to MKL."""
     return bool(_fns)
+
+
+def describe():
+    """Which library the CPU backend's products go to, for benchmark reports: "MKL 2026.0.2 (GNU OpenMP)"
+    or "NumPy's (OpenBLAS ...)"."""
+    if not _fns:
+        cfg = getattr(np, "show_config", None)
+        try:
+            blas = cfg(mode="dicts")["Build Dependencies"]["blas"]
+            return f"NumPy's ({blas.get('name')} {blas.get('version')})"
+        except Exception:           # an older NumPy without mode=: the name is enough
+            return "NumPy's"
+    buf = ctypes.create_string_buffer(256)
+    _lib.MKL_Get_Version_String(buf, len(buf))
+    words = buf.value.decode(errors="replace").split()
+    version = next((w.split("-")[0] for w in words if w[:1].isdigit()), "")
+    layer = {_GNU: "GNU OpenMP", _INTEL: "Intel OpenMP", None: os.environ.get("MKL_THREADING_LAYER", "")}
+    return f"MKL {version}".strip() + f" ({layer.get(_layer, '')})"
 
 
 def _operand(x, rows, cols, item):
@@ -257,10 +277,10 @@ def matmul(a, b, out=None):
         a, b = np.broadcast_to(a, batch + (m, k)), np.broadcast_to(b, batch + (k, n))
     item = a.dtype.itemsize
     (a, da, sa), (b, db, sb) = _layout(a, m, k, item), _layout(b, k, n, item)
-    if da is None or db is None or max(da[1], db[1], sa or 0, sb or 0) > _INT_MAX:
+    count = _prod(batch)
+    if da is None or db is None or max(da[1], db[1], sa or 0, sb or 0, count) > _INT_MAX:
         return None
     shape = batch + (m, n)
-    count = _prod(batch)
     if out is None:
         c, dc, sc = np.empty(shape, a.dtype), (_NO_TRANS, n), m * n
         sc = sc if sc <= _INT_MAX else None             # (ctypes would wrap it: by pointers)
