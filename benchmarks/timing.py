@@ -64,6 +64,8 @@ def machine(devices):
     import numpy
     info = {"python": platform.python_version(), "platform": platform.platform(), "cpu": _cpu_name(),
             "cores": os.cpu_count(), "numpy": numpy.__version__}
+    from autograd_gpu.backends import mkl_blas
+    info["cpu_blas"] = mkl_blas.describe()      # the CPU backend's matrix products: MKL or NumPy's BLAS
     try:
         import torch
         info["torch"] = torch.__version__
