@@ -145,6 +145,25 @@ def test_out_whose_matrices_interleave_is_written_right(dtype):
 
 
 @needs_mkl
+@pytest.mark.parametrize("batch", [(1,), ()])
+def test_attention_of_one_sequence_equals_numpy(batch):
+    """Attention's heads are strided views of one (.., L, H*E) projection, and its output is laid out as
+    (.., L, H, E): with one sequence (or none batched) the heads' output matrices are E apart, closer than
+    one matrix, and MKL's strided call wrote nothing there (garbage out, on real sizes)."""
+    import autograd_gpu as ag
+    import autograd_gpu.nn.functional as F
+    L, H, E = 64, 4, 32
+    proj = [_rand(batch + (L, H * E), np.float32, i) for i in range(3)]
+    heads = [np.swapaxes(p.reshape(batch + (L, H, E)), -2, -3) for p in proj]          # (.., H, L, E)
+    got = F.scaled_dot_product_attention(*(ag.tensor(h) for h in heads)).numpy()
+    q, k, v = (h.astype(np.float64) for h in heads)
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(E)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_mkl
 def test_a_zero_dimensional_out_for_a_vector_product_is_left_to_numpy():
     """NumPy raises for a 0-d out= of a vector-matrix product; MKL's path returned it unwritten."""
     v, m = _rand(30, np.float32, 1), _rand((30, 40), np.float32, 2)
