@@ -164,6 +164,56 @@ def test_attention_of_one_sequence_equals_numpy(batch):
 
 
 @needs_mkl
+@pytest.mark.parametrize("kw", [dict(lr=0.1), dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+                                dict(lr=0.05, momentum=0.5, dampening=0.3, maximize=True)],
+                         ids=["plain", "nesterov_wd", "dampening_maximize"])
+def test_a_compiled_sgd_step_through_mkl_equals_eager_for_20_steps(kw, monkeypatch):
+    """ag.compile's CPU programs call float_matmul (planned out= buffers) and SGD's backend.axpy; with the
+    size cutoffs lowered every product and update of this small MLP goes to MKL, compiled and eager."""
+    import autograd_gpu as ag
+    from autograd_gpu import nn, optim
+    import autograd_gpu.nn.functional as F
+    from autograd_gpu.backends import numpy_backend
+    monkeypatch.setattr(mkl_blas, "AXPY_MIN", 1)
+    taken = {"matmul": 0, "axpy": 0}
+    mm, ax = numpy_backend._mkl, mkl_blas.axpy
+
+    def counted_mm(a, b, out=None):
+        y = mm(a, b, out)
+        taken["matmul"] += y is not None
+        return y
+
+    def counted_ax(y, alpha, x):
+        done = ax(y, alpha, x)
+        taken["axpy"] += done
+        return done
+    monkeypatch.setattr(numpy_backend, "_mkl", counted_mm)
+    monkeypatch.setattr(mkl_blas, "axpy", counted_ax)
+
+    def make():
+        ag.manual_seed(0)
+        return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 5))
+    m1, m2 = make(), make()
+    o1, o2 = optim.SGD(m1.parameters(), **kw), optim.SGD(m2.parameters(), **kw)
+
+    def step(m, o, x, y):
+        o.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        o.step()
+        return loss
+    cstep = ag.compile(lambda x, y: step(m2, o2, x, y))
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        x, y = ag.tensor(_rand((16, 32), np.float32, int(rng.integers(1 << 30)))), ag.tensor(rng.integers(0, 5, 16))
+        np.testing.assert_allclose(cstep(x, y).numpy(), step(m1, o1, x, y).numpy(), rtol=1e-5, atol=1e-6)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        np.testing.assert_allclose(p2.numpy(), p1.numpy(), rtol=1e-4, atol=1e-6)
+    assert cstep.stats["replays"] >= 17
+    assert taken["matmul"] >= 20 * 2 * 5 and taken["axpy"] == 20 * 2 * 4     # both ways, every step
+
+
+@needs_mkl
 def test_a_zero_dimensional_out_for_a_vector_product_is_left_to_numpy():
     """NumPy raises for a 0-d out= of a vector-matrix product; MKL's path returned it unwritten."""
     v, m = _rand(30, np.float32, 1), _rand((30, 40), np.float32, 2)
