@@ -345,6 +345,29 @@ def _import_with(env):
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
 
 
+@needs_mkl
+def test_an_mkl_already_running_64_bit_integers_is_left_alone():
+    """Another user of the same libmkl_rt in the process (MKL_INTERFACE_LAYER=ILP64, a library built for
+    it) fixed MKL's integers at 64 bits before our import: MKL_Set_Interface_Layer(0) cannot change them,
+    and our 32-bit arguments crashed the first product (a segfault). NumPy keeps the products then."""
+    code = f"""if True:
+        import ctypes, numpy as np
+        lib = ctypes.CDLL({mkl_blas.library_path!r})
+        lib.MKL_Set_Interface_Layer.argtypes = [ctypes.c_int]
+        lib.MKL_Set_Interface_Layer(1)
+        lib.cblas_ddot.restype = ctypes.c_double
+        x = np.ones(4)
+        lib.cblas_ddot(ctypes.c_longlong(4), ctypes.c_void_p(x.ctypes.data), ctypes.c_longlong(1),
+                       ctypes.c_void_p(x.ctypes.data), ctypes.c_longlong(1))      # ILP64 now fixed
+        from autograd_gpu.backends import mkl_blas, get_backend
+        a = np.random.default_rng(0).standard_normal((300, 300)).astype(np.float32)
+        assert np.allclose(get_backend("cpu").matmul(a, a), a @ a, rtol=1e-4, atol=1e-4)
+        print(mkl_blas.available())"""
+    env = {k: v for k, v in os.environ.items() if k != "AUTOGRAD_GPU_CPU_BLAS"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "False", (r.returncode, r.stdout, r.stderr)
+
+
 def test_the_numpy_switch_turns_mkl_off():
     r = _import_with({"AUTOGRAD_GPU_CPU_BLAS": "numpy"})
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr

@@ -93,8 +93,14 @@ def _threading_layer():
 def _setup(lib):
     c_int, c_void_p = ctypes.c_int, ctypes.c_void_p
     lib.MKL_Set_Interface_Layer.argtypes = [c_int]
-    lib.MKL_Set_Interface_Layer(0)          # LP64: 32-bit integers, as declared below (MKL_INTERFACE_LAYER
-                                            # could otherwise have picked 64-bit ones)
+    if lib.MKL_Set_Interface_Layer(0) & 1:  # LP64: 32-bit integers, as declared below (MKL_INTERFACE_LAYER
+        # could otherwise have picked 64-bit ones). It answers the layer in use: ILP64 (or -1) where another
+        # user of this library in the process fixed it first, and our 32-bit arguments would crash MKL
+        if _choice == "mkl":
+            raise ImportError("AUTOGRAD_GPU_CPU_BLAS=mkl, but the MKL runtime in this process already runs "
+                              "64-bit integers (ILP64: MKL_INTERFACE_LAYER or another library using it); "
+                              "these products need LP64")
+        return {}
     global _layer
     layer = _layer = _threading_layer()
     if layer is not None:
