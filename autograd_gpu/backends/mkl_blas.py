@@ -102,11 +102,12 @@ def _setup(lib):
                               "these products need LP64")
         return {}
     global _layer
-    layer = _layer = _threading_layer()
+    layer = _threading_layer()
     if layer is not None:
         lib.MKL_Set_Threading_Layer.argtypes = [c_int]
-        lib.MKL_Set_Threading_Layer(layer)
-    if (layer == _GNU or os.environ.get("MKL_THREADING_LAYER", "").strip().upper() == "GNU") and \
+        lib.MKL_Set_Threading_Layer.restype = c_int
+        _layer = lib.MKL_Set_Threading_Layer(layer)    # the layer in use (one set earlier in the process wins)
+    if (_layer == _GNU or os.environ.get("MKL_THREADING_LAYER", "").strip().upper() == "GNU") and \
             hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_forked)
     fns = {}
@@ -151,7 +152,7 @@ def available():
 
 
 def describe():
-    """Which library the CPU backend's products go to, for benchmark reports: "MKL 2026.0.2 (GNU OpenMP)"
+    """Which library the CPU backend's products go to, for benchmark reports: "MKL 2026.2 (GNU OpenMP)"
     or "NumPy's (OpenBLAS ...)"."""
     if not _fns:
         cfg = getattr(np, "show_config", None)
