@@ -267,7 +267,10 @@ def test_cases_left_to_numpy_return_none():
 def test_products_below_openblass_threading_cutoff_stay_with_numpy():
     small, large = _rand((48, 48), np.float32), _rand((128, 128), np.float32)
     assert mkl_blas.matmul(small, small) is None                           # 48^3: one OpenBLAS thread, ~3 us
-    assert mkl_blas.matmul(_rand((8, 48, 48), np.float32), small) is not None   # the batch's work counts
+    stack = _rand((8, 48, 48), np.float32)
+    assert mkl_blas.matmul(stack, small) is not None       # rows of a stack times one matrix: one product
+    assert mkl_blas.matmul(stack, stack) is not None       # a stack of small products: MKL's batch call
+    assert mkl_blas.matmul(stack[:1], stack) is None       # ... unless one operand is broadcast over it
     assert mkl_blas.matmul(large, large) is not None
 
 

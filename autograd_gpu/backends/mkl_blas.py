@@ -234,6 +234,8 @@ def _pointers(x):
 def matmul(a, b, out=None):
     """a @ b through MKL, written into ``out`` when given; None when the case is not taken here (the
     caller runs NumPy's matmul instead, which also raises NumPy's errors for mismatched shapes)."""
+    if a.size * (b.shape[-1] if b.ndim > 1 else 1) < MIN_WORK:
+        return None             # every case below MIN_WORK, decided at once (a tiny product's cost is ~3 us)
     if out is None and a.ndim == 2 and b.ndim == 2:           # the common case, with less Python
         (m, k), (k2, n) = a.shape, b.shape
         gemm = _gemms.get(a.dtype)
@@ -266,8 +268,7 @@ def matmul(a, b, out=None):
     m, k = a.shape[-2:]
     k2, n = b.shape[-2:]
     work = m * n * k
-    if k != k2 or not work or max(m, n, k) > _INT_MAX // 4 or \
-            work * max(a.size // (m * k), b.size // (k * n)) < MIN_WORK:         # (all the batch's work)
+    if k != k2 or not work or max(m, n, k) > _INT_MAX // 4:
         return None
     if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous and (out is None or out.flags.c_contiguous):
         shape = a.shape[:-1] + (n,)                     # stacked rows times one matrix: one product
@@ -275,6 +276,11 @@ def matmul(a, b, out=None):
             return None
         y = matmul(a.reshape(-1, k), b, None if out is None else out.reshape(-1, n))
         return None if y is None else (out if out is not None else y.reshape(shape))
+    if work < MIN_WORK and (a.shape[:-2] != b.shape[:-2] or work * (a.size // (m * k)) < MIN_WORK):
+        # small matrices: NumPy calls OpenBLAS once a matrix, on one thread. A stack of them comes here
+        # (attention's heads: 1.9x NumPy's loop), unless one operand is broadcast over it (a convolution's
+        # weight against each sample's columns: slower here than NumPy's loop in a training step)
+        return None
     batch = a.shape[:-2]
     if a.shape[:-2] != b.shape[:-2]:
         try:
