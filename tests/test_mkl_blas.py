@@ -382,3 +382,58 @@ def test_asking_for_mkl_where_there_is_none_is_a_clear_error():
     assert "AUTOGRAD_GPU_CPU_BLAS=mkl" in r.stderr and "pip install mkl" in r.stderr
     r = _import_with({"AUTOGRAD_GPU_CPU_BLAS": "openblas"})
     assert r.returncode != 0 and "'auto', 'mkl' or 'numpy'" in r.stderr and "'openblas'" in r.stderr
+
+
+@needs_mkl
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("la", ["c", "t", "ld"])
+def test_a_packed_matrix_multiplies_like_the_plain_one(dtype, la):
+    b = _view(_rand((48, 80), dtype, 1), "t")                   # packed from any layout
+    packed = mkl_blas.pack(b, 16)
+    assert packed is not None and packed.ndim == 1
+    for seed in range(3):                                       # the same packed matrix, again and again
+        a = _view(_rand((16, 48), dtype, seed + 2), la)
+        _close(mkl_blas.matmul_packed(a, packed, 48, 80), a, b, dtype)
+        out = np.full((16, 80), np.nan, dtype)
+        assert mkl_blas.matmul_packed(a, packed, 48, 80, out) is out
+        _close(out, a, b, dtype)
+    with pytest.raises(ValueError, match=r"expected a \(rows, 48\)"):
+        mkl_blas.matmul_packed(_rand((16, 40), dtype), packed, 48, 80)
+    with pytest.raises(ValueError, match="out must be a writeable C-contiguous"):
+        mkl_blas.matmul_packed(a, packed, 48, 80, np.empty((80, 16), dtype).T)
+
+
+def test_the_backends_packed_product_is_a_product_everywhere():
+    """Where MKL does not pack (float16, a small product, no MKL) pack_matmul hands back b itself."""
+    cpu = get_backend("cpu")
+    for dtype in (np.float16, np.float32):
+        b, a = _rand((8, 12), dtype, 1), _rand((4, 8), dtype, 2)
+        p = cpu.pack_matmul(b, 4)
+        np.testing.assert_allclose(cpu.matmul_packed(a, p, 8, 12).astype(np.float32),
+                                   np.matmul(a.astype(np.float32), b.astype(np.float32)), rtol=2e-3, atol=2e-3)
+
+
+@needs_mkl
+def test_an_lstm_with_packed_recurrent_products_equals_one_without(monkeypatch):
+    """The LSTM's fast path packs its recurrent weight (every size here: MIN_WORK is 1) and gives the
+    outputs and gradients of NumPy's products."""
+    import autograd_gpu as ag
+    from autograd_gpu import nn
+    from autograd_gpu.backends import numpy_backend
+
+    def run():
+        ag.manual_seed(0)
+        lstm = nn.LSTM(6, 8, num_layers=2)
+        x = ag.tensor(_rand((5, 3, 6), np.float32, 3), requires_grad=True)
+        out, (h, c) = lstm(x)
+        (out.sum() + h.sum() + c.sum()).backward()
+        return [out.numpy(), h.numpy(), c.numpy(), x.grad.numpy()] + [p.grad.numpy() for p in lstm.parameters()]
+
+    calls = []
+    real = mkl_blas.matmul_packed
+    monkeypatch.setattr(mkl_blas, "matmul_packed", lambda *a, **k: calls.append(1) or real(*a, **k))
+    packed = run()
+    assert calls                                            # the packed path ran
+    monkeypatch.setattr(numpy_backend, "_mkl", None)        # NumPy's products, nothing packed
+    for got, want in zip(packed, run()):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

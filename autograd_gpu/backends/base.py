@@ -68,6 +68,16 @@ class Backend:
         y += alpha * x
         return y
 
+    # -- one matrix multiplied at every step (a recurrent layer's weight) ---------------------------------
+    def pack_matmul(self, b, rows):
+        """``b`` prepared for many products (rows, k) @ b: here b itself; the CPU backend lays it out once
+        in MKL's packed format where it can. Use the result only with ``matmul_packed``."""
+        return b
+
+    def matmul_packed(self, a, packed, k, n, out=None):
+        """a @ b for ``packed = pack_matmul(b, rows)``, b of shape (k, n), a of shape (rows, k)."""
+        return self.matmul(a, packed, out=out)
+
     # -- linear algebra: one behaviour for singular input on every backend ------------------------------
     def row_dot(self, a, b):
         """sum(a * b) over the last axis, in one pass with no product array (NumPy's einsum)."""

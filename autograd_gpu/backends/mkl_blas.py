@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["matmul", "axpy", "available", "library_path"]
+__all__ = ["matmul", "axpy", "pack", "matmul_packed", "available", "library_path"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _FLIP = {_NO_TRANS: _TRANS, _TRANS: _NO_TRANS}
@@ -126,6 +126,15 @@ def _setup(lib):
         group = getattr(lib, f"cblas_{t}gemm_batch")     # pointer arrays: any batch layout
         group.argtypes = [c_int] + [c_void_p] * 13 + [c_int, c_void_p]
         group.restype = None
+        size = getattr(lib, f"cblas_{t}gemm_pack_get_size")
+        size.argtypes, size.restype = [c_int, c_int, c_int, c_int], ctypes.c_size_t
+        pack = getattr(lib, f"cblas_{t}gemm_pack")
+        pack.argtypes, pack.restype = [c_int, c_int, c_int, c_int, c_int, c_int, real, c_void_p, c_int, c_void_p], None
+        compute = getattr(lib, f"cblas_{t}gemm_compute")
+        compute.argtypes = [c_int, c_int, c_int, c_int, c_int, c_int, c_void_p, c_int, c_void_p, c_int, real,
+                            c_void_p, c_int]
+        compute.restype = None
+        _packs[np.dtype(real)] = (size, pack, compute)
         fns[np.dtype(real)] = (gemm, batch, group)
         _gemms[np.dtype(real)] = gemm
         _axpys[np.dtype(real)] = axpy
@@ -138,9 +147,10 @@ def _forked():
     _fns.clear()
     _gemms.clear()
     _axpys.clear()
+    _packs.clear()
 
 
-_axpys, _gemms = {}, {}
+_axpys, _gemms, _packs = {}, {}, {}
 _layer = None
 _fns = _setup(_lib) if _lib is not None else {}
 _INT_MAX = 2 ** 31 - 1
@@ -356,3 +366,56 @@ def axpy(y, alpha, x):
         return False
     f(y.size, float(alpha), x.ctypes.data, 1, y.ctypes.data, 1)
     return True
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Packed products: one matrix multiplied again and again (a recurrent layer's weight, once a time step) is
+# laid out once in MKL's internal format, and each product skips that step: at batch 32 an LSTM's (32, 256)
+# @ (256, 1024) takes 55 us this way against 76 us as a plain product.
+_PACKED_B, _PACKED = 162, 151
+
+
+def pack(b, rows):
+    """``b`` (k, n) in MKL's packed format for products (rows, k) @ b: a 1-D array of b's dtype (keep it
+    while it is used), or None where this is not taken (no MKL, another dtype, a small product)."""
+    fns = _packs.get(b.dtype)
+    if fns is None or b.__class__ is not np.ndarray or b.ndim != 2 or rows < 1:
+        return None
+    k, n = b.shape
+    if rows * n * k < MIN_WORK or max(rows, n, k) > _INT_MAX // 4:
+        return None
+    item = b.itemsize
+    d = _operand(b, k, n, item)
+    if d is None or not b.flags.aligned or d[1] > _INT_MAX:
+        b = np.ascontiguousarray(b)
+        d = _operand(b, k, n, item)
+    size, pack_fn, _ = fns
+    raw = np.empty(size(_PACKED_B, rows, n, k) // item + 64 // item, b.dtype)
+    start = (-raw.ctypes.data % 64) // item                # MKL asks for 64-byte aligned packed buffers
+    buf = raw[start:start + size(_PACKED_B, rows, n, k) // item]
+    pack_fn(_ROW_MAJOR, _PACKED_B, d[0], rows, n, k, 1.0, b.ctypes.data, d[1], buf.ctypes.data)
+    return buf
+
+
+def matmul_packed(a, packed, k, n, out=None):
+    """a @ b for ``packed`` = pack(b, rows) with b of shape (k, n) and a of shape (rows, k) (the rows
+    ``pack`` was given), into ``out`` (a C-contiguous (rows, n) array) when given."""
+    fns = _packs.get(packed.dtype)
+    if fns is None:
+        raise RuntimeError("matmul_packed: MKL is not in use in this process (a forked child, or it was "
+                           "never loaded), but the matrix was packed for it")
+    if a.ndim != 2 or a.shape[1] != k or a.dtype != packed.dtype:
+        raise ValueError(f"matmul_packed: expected a ({'rows'}, {k}) {packed.dtype} matrix, got {a.shape} {a.dtype}")
+    rows = a.shape[0]
+    d = _operand(a, rows, k, a.itemsize)
+    if d is None or not a.flags.aligned:
+        a = np.ascontiguousarray(a)
+        d = _operand(a, rows, k, a.itemsize)
+    if out is None:
+        out = np.empty((rows, n), a.dtype)
+    elif out.shape != (rows, n) or out.dtype != a.dtype or not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError(f"matmul_packed: out must be a writeable C-contiguous {(rows, n)} {a.dtype} array, "
+                         f"got {out.shape} {out.dtype}")
+    fns[2](_ROW_MAJOR, d[0], _PACKED, rows, n, k, a.ctypes.data, d[1], packed.ctypes.data, n, 0.0,
+           out.ctypes.data, n)
+    return out

@@ -421,7 +421,8 @@ class Tracer:
     def record_backend(self, backend, name, fn, args, kwargs):
         """A named kernel of a backend, logged whole."""
         return self.call(fn, args, kwargs, name, mutates=_BACKEND_MUTATES.get(name, ()),
-                         fresh=name in _BACKEND_FRESH or name == "matmul" and kwargs.get("out") is None,
+                         fresh=name in _BACKEND_FRESH or name in ("matmul", "matmul_packed")
+                         and kwargs.get("out") is None,
                          effect=True)       # a kernel returning nothing acts on state (seed): replayed
 
 

@@ -244,12 +244,12 @@ _recycled = _Recycled()
 
 def _lstm_forward_fast(backend, gx, h, c, w_hh, steps):
     xp, (T, B, G), H = backend.xp, gx.shape, h.shape[-1]
-    wt = xp.ascontiguousarray(w_hh.T)
+    wt = backend.pack_matmul(xp.ascontiguousarray(w_hh.T), B)   # the same product every step: packed once
     A, C = _recycled.empty(backend, (T, B, G), gx.dtype), _recycled.empty(backend, (T, B, H), gx.dtype)
     TC, OUT = _recycled.empty(backend, (T, B, H), gx.dtype), _recycled.empty(backend, (T, B, H), gx.dtype)
     for t in steps:
         a = A[t]
-        backend.matmul(h, wt, out=a)
+        backend.matmul_packed(h, wt, H, G, out=a)
         a += gx[t]
         g = xp.tanh(a[:, 2 * H:3 * H])
         _sigmoid_(xp, a)                      # on the whole contiguous row, g's slot rewritten after: 2x
@@ -268,6 +268,8 @@ def _lstm_backward_fast(backend, rec, steps, h0, c0, w_hh, dout, dh, dc, need_w)
     H = h0.shape[-1]
     DA = _recycled.empty(backend, A.shape, A.dtype)
     dh = xp.zeros_like(h0) if dh is None else dh.copy()     # updated in place below
+    G = A.shape[-1]
+    w_packed = backend.pack_matmul(w_hh, h0.shape[0])       # dh = da @ w_hh every step: packed once
     dc = xp.zeros_like(c0) if dc is None else dc.copy()
     for k in range(len(steps) - 1, -1, -1):
         t = steps[k]
@@ -292,7 +294,7 @@ def _lstm_backward_fast(backend, rec, steps, h0, c0, w_hh, dout, dh, dc, need_w)
         xp.subtract(1, dg, out=dg)
         da *= d
         dc *= f
-        dh = backend.matmul(da, w_hh)
+        dh = backend.matmul_packed(da, w_packed, G, H)
     dw = None
     if need_w:                                              # sum_t dgates_t^T h_{t-1}, h_{t-1} read from OUT
         first, G = steps[0], A.shape[-1]
