@@ -24,8 +24,8 @@ def markdown(results):
     m = results["machine"]
     lines = [f"Measured on {m['cpu']} ({m['cores']} cores)" + (f", GPU {m['gpu']}" if m.get("gpu") else "")
              + f"; Python {m['python']}, NumPy {m['numpy']}" + (f", CuPy {m['cupy']}" if m.get("cupy") else "")
-             + (f"; our CPU products: {m['cpu_blas']}" if m.get("cpu_blas") else "")
-             + (f", PyTorch {m['torch']}" if m.get("torch") else "") + f"; scale: {results['scale']}.", "",
+             + (f", PyTorch {m['torch']}" if m.get("torch") else "")
+             + (f"; our CPU products: {m['cpu_blas']}" if m.get("cpu_blas") else "") + f"; scale: {results['scale']}.", "",
              "| workload | device | unit | ours (median [min-max]) | by hand (NumPy/CuPy) | ours / by hand | PyTorch | ours / PyTorch | compiled | compiled / PyTorch |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["rows"]:

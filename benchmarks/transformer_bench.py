@@ -5,8 +5,9 @@ Registered into WORKLOADS as "transformer_step"; run it alone with
     python -m benchmarks --only transformer_step [--quick]
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python -m benchmarks --only transformer_step   # one thread each
 
-PyTorch's intra-op pool and NumPy's OpenBLAS both default to one thread per core; the environment
-variables above pin both to the same count (torch reads OMP_NUM_THREADS, OpenBLAS its own).
+PyTorch's intra-op pool, NumPy's OpenBLAS and MKL (our CPU products where it is installed) all default
+to one thread per core; the environment variables above pin them to the same count (torch and MKL's GNU
+OpenMP read OMP_NUM_THREADS, OpenBLAS its own).
 """
 import numpy as np
 
