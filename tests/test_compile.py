@@ -9,7 +9,7 @@ import pytest
 import autograd_gpu as ag
 from autograd_gpu import nn, optim
 import autograd_gpu.nn.functional as F
-from autograd_gpu.testing.helpers import make_arrays, assert_close, to_numpy
+from autograd_gpu.testing.helpers import make_arrays, assert_close, to_numpy, train_step
 from autograd_gpu.testing.op_db import OP_DB, ELEMENTWISE
 
 
@@ -85,22 +85,15 @@ def test_compiled_training_step_equals_eager_for_20_steps(opt_cls, kw, device):
     m1, m2 = _model(device), _model(device)
     o1, o2 = opt_cls(m1.parameters(), **kw), opt_cls(m2.parameters(), **kw)
 
-    def step(m, o, x, y):
-        o.zero_grad()
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        o.step()
-        return loss
-
     @ag.compile
     def cstep(x, y):
-        return step(m2, o2, x, y)
+        return train_step(m2, o2, x, y)
 
     rng = np.random.default_rng(0)
     for i in range(20):
         x = ag.tensor(rng.standard_normal((8, 6)).astype(np.float32), device=device)
         y = ag.tensor(rng.integers(0, 3, 8), device=device)
-        close(cstep(x, y), step(m1, o1, x, y), rtol=1e-5, atol=1e-6)
+        close(cstep(x, y), train_step(m1, o1, x, y), rtol=1e-5, atol=1e-6)
     for p1, p2 in zip(m1.parameters(), m2.parameters()):
         close(p2, p1, rtol=1e-5, atol=1e-6)
         close(p2.grad, p1.grad, rtol=1e-5, atol=1e-6)

@@ -9,7 +9,7 @@ import pytest
 import autograd_gpu as ag
 from autograd_gpu import nn, optim
 import autograd_gpu.nn.functional as F
-from autograd_gpu.testing.helpers import assert_close, to_numpy
+from autograd_gpu.testing.helpers import assert_close, to_numpy, train_step
 
 pytestmark = pytest.mark.gpu
 
@@ -78,16 +78,9 @@ def test_the_compiled_mlp_training_step_equals_eager_for_20_steps_as_a_cuda_grap
     m1, m2 = _mlp(cuda), _mlp(cuda)
     o1, o2 = opt_cls(m1.parameters(), **kw), opt_cls(m2.parameters(), **kw)
 
-    def step(m, o, x, y):
-        o.zero_grad()
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        o.step()
-        return loss
-
     @ag.compile
     def cstep(x, y):
-        return step(m2, o2, x, y)
+        return train_step(m2, o2, x, y)
 
     params = [p.data for p in m2.parameters()]
     rng = np.random.default_rng(0)
@@ -96,7 +89,7 @@ def test_the_compiled_mlp_training_step_equals_eager_for_20_steps_as_a_cuda_grap
         x = ag.tensor(rng.standard_normal((16, 12)).astype(np.float32), device=cuda)
         y = ag.tensor(rng.integers(0, 5, 16), device=cuda)
         got = cstep(x, y)
-        close(got, step(m1, o1, x, y), rtol=1e-5, atol=1e-6)
+        close(got, train_step(m1, o1, x, y), rtol=1e-5, atol=1e-6)
         losses.append((got, float(got.item())))
     for p1, p2 in zip(m1.parameters(), m2.parameters()):
         close(p2, p1, rtol=1e-5, atol=1e-6)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from autograd_gpu.backends import mkl_blas, get_backend
+from autograd_gpu.testing.helpers import train_step
 
 needs_mkl = pytest.mark.skipif(not mkl_blas.available(), reason="MKL is not installed (pip install mkl)")
 DTYPES = [np.float32, np.float64]
@@ -172,7 +173,6 @@ def test_a_compiled_sgd_step_through_mkl_equals_eager_for_20_steps(kw, monkeypat
     size cutoffs lowered every product and update of this small MLP goes to MKL, compiled and eager."""
     import autograd_gpu as ag
     from autograd_gpu import nn, optim
-    import autograd_gpu.nn.functional as F
     from autograd_gpu.backends import numpy_backend
     monkeypatch.setattr(mkl_blas, "AXPY_MIN", 1)
     taken = {"matmul": 0, "axpy": 0}
@@ -196,17 +196,11 @@ def test_a_compiled_sgd_step_through_mkl_equals_eager_for_20_steps(kw, monkeypat
     m1, m2 = make(), make()
     o1, o2 = optim.SGD(m1.parameters(), **kw), optim.SGD(m2.parameters(), **kw)
 
-    def step(m, o, x, y):
-        o.zero_grad()
-        loss = F.cross_entropy(m(x), y)
-        loss.backward()
-        o.step()
-        return loss
-    cstep = ag.compile(lambda x, y: step(m2, o2, x, y))
+    cstep = ag.compile(lambda x, y: train_step(m2, o2, x, y))
     rng = np.random.default_rng(0)
     for _ in range(20):
         x, y = ag.tensor(_rand((16, 32), np.float32, int(rng.integers(1 << 30)))), ag.tensor(rng.integers(0, 5, 16))
-        np.testing.assert_allclose(cstep(x, y).numpy(), step(m1, o1, x, y).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(cstep(x, y).numpy(), train_step(m1, o1, x, y).numpy(), rtol=1e-5, atol=1e-6)
     for p1, p2 in zip(m1.parameters(), m2.parameters()):
         np.testing.assert_allclose(p2.numpy(), p1.numpy(), rtol=1e-4, atol=1e-6)
     assert cstep.stats["replays"] >= 17

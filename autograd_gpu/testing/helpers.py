@@ -81,3 +81,14 @@ def assert_close(got, expected, rtol=None, atol=None, check_dtype=True):
     if atol is None:
         atol = 1e-6 if g.dtype in (np.float32, np.float16, np.complex64) else 1e-10
     np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def train_step(model, opt, x, y):
+    """One classification training step, as the compile tests run it eagerly and compiled: zero the
+    gradients, cross-entropy of model(x) against y, backward, optimizer step; returns the loss."""
+    from ..nn import functional as F
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
