@@ -54,6 +54,9 @@ def _candidates():
             yield from sorted(glob.glob(os.path.join(d, pattern)), reverse=True)
 
 
+_dll_dirs = []
+
+
 def _load():
     if _choice == "numpy":
         return None, None
@@ -61,6 +64,10 @@ def _load():
     for path in _candidates():
         tried.append(path)
         try:
+            if os.name == "nt" and hasattr(os, "add_dll_directory"):
+                # Windows looks for the libraries mkl_rt loads itself (core, threading layer, OpenMP)
+                # only in the folders named so; the handle is kept, or the folder is dropped again
+                _dll_dirs.append(os.add_dll_directory(os.path.dirname(os.path.abspath(path))))
             lib = ctypes.CDLL(path)
             lib.cblas_sgemm_batch_strided, lib.cblas_dgemm_batch_strided   # MKL 2020.2 and later
         except (OSError, AttributeError):
