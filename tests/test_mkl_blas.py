@@ -431,3 +431,28 @@ def test_an_lstm_with_packed_recurrent_products_equals_one_without(monkeypatch):
     monkeypatch.setattr(numpy_backend, "_mkl", None)        # NumPy's products, nothing packed
     for got, want in zip(packed, run()):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@needs_mkl
+@pytest.mark.parametrize("w_dtype,x_dtype", [("float64", "float32"), ("float32", "float64"), ("float32", "float16")])
+def test_an_lstm_whose_weights_and_input_differ_in_dtype_computes_as_without_packing(w_dtype, x_dtype, monkeypatch):
+    """The recurrent product h @ w_hh^T promotes (h float32, w_hh float64: a float64 product) as it does
+    without MKL; a matrix packed in w_hh's dtype cannot take h of another, so it is not packed then (it
+    raised matmul_packed's ValueError, only at sizes MKL packs)."""
+    import autograd_gpu as ag
+    from autograd_gpu import nn
+    from autograd_gpu.backends import numpy_backend
+
+    def run():
+        ag.manual_seed(0)
+        lstm = nn.LSTM(6, 8, num_layers=2, dtype=w_dtype)
+        x = ag.tensor(_rand((5, 3, 6), np.float64, 3).astype(x_dtype), requires_grad=True)
+        out, (h, c) = lstm(x)
+        (out.sum() + h.sum() + c.sum()).backward()
+        return [out.numpy(), h.numpy(), c.numpy(), x.grad.numpy()] + [p.grad.numpy() for p in lstm.parameters()]
+
+    packed = run()
+    monkeypatch.setattr(numpy_backend, "_mkl", None)        # NumPy's products, nothing packed
+    for got, want in zip(packed, run()):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -244,7 +244,9 @@ _recycled = _Recycled()
 
 def _lstm_forward_fast(backend, gx, h, c, w_hh, steps):
     xp, (T, B, G), H = backend.xp, gx.shape, h.shape[-1]
-    wt = backend.pack_matmul(xp.ascontiguousarray(w_hh.T), B)   # the same product every step: packed once
+    wt = xp.ascontiguousarray(w_hh.T)
+    if h.dtype == gx.dtype == wt.dtype:       # the same product every step: packed once (a matrix packed in
+        wt = backend.pack_matmul(wt, B)       # one dtype takes no other: mixed dtypes promote, unpacked)
     A, C = _recycled.empty(backend, (T, B, G), gx.dtype), _recycled.empty(backend, (T, B, H), gx.dtype)
     TC, OUT = _recycled.empty(backend, (T, B, H), gx.dtype), _recycled.empty(backend, (T, B, H), gx.dtype)
     for t in steps:
@@ -269,7 +271,8 @@ def _lstm_backward_fast(backend, rec, steps, h0, c0, w_hh, dout, dh, dc, need_w)
     DA = _recycled.empty(backend, A.shape, A.dtype)
     dh = xp.zeros_like(h0) if dh is None else dh.copy()     # updated in place below
     G = A.shape[-1]
-    w_packed = backend.pack_matmul(w_hh, h0.shape[0])       # dh = da @ w_hh every step: packed once
+    # dh = da @ w_hh every step: packed once, where da (the gates' dtype) has w_hh's dtype (else it promotes)
+    w_packed = backend.pack_matmul(w_hh, h0.shape[0]) if w_hh.dtype == A.dtype else w_hh
     dc = xp.zeros_like(c0) if dc is None else dc.copy()
     for k in range(len(steps) - 1, -1, -1):
         t = steps[k]
