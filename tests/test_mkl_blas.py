@@ -456,3 +456,18 @@ def test_an_lstm_whose_weights_and_input_differ_in_dtype_computes_as_without_pac
     for got, want in zip(packed, run()):
         assert got.dtype == want.dtype
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@needs_mkl
+@pytest.mark.parametrize("earlier,layer", [(None, r"(GNU|Intel) OpenMP"), (1, "sequential")])
+def test_describe_names_the_version_and_the_threading_layer_in_use(earlier, layer):
+    """describe() (benchmark reports) names the layer MKL runs, also one another user of libmkl_rt in the
+    process set before our import (which wins): it printed "MKL 2026.2 ()" for those."""
+    import re
+    set_first = "" if earlier is None else \
+        f"import ctypes; ctypes.CDLL({mkl_blas.library_path!r}).MKL_Set_Threading_Layer({earlier}); "
+    code = set_first + "from autograd_gpu.backends import mkl_blas; print(mkl_blas.describe())"
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTOGRAD_GPU_CPU_BLAS", "MKL_THREADING_LAYER")}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(rf"MKL \d[\w.]* \({layer}\)", r.stdout.strip()), r.stdout

@@ -182,7 +182,8 @@ def describe():
     _lib.MKL_Get_Version_String(buf, len(buf))
     words = buf.value.decode(errors="replace").split()
     version = next((w.split("-")[0] for w in words if w[:1].isdigit()), "")
-    layer = {_GNU: "GNU OpenMP", _INTEL: "Intel OpenMP", None: os.environ.get("MKL_THREADING_LAYER", "")}
+    layer = {_GNU: "GNU OpenMP", _INTEL: "Intel OpenMP", 1: "sequential", 2: "PGI OpenMP", 4: "TBB",
+             None: os.environ.get("MKL_THREADING_LAYER", "")}      # (1, 2, 4: set first by another user)
     return f"MKL {version}".strip() + f" ({layer.get(_layer, '')})"
 
 
