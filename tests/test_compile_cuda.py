@@ -694,3 +694,26 @@ def test_a_compiled_transformer_step_is_captured_and_equals_eager(cuda):
     st = cstep.cuda_stats()
     assert st["graph_captures"] == 1 and st["graph_launches"] >= 3, (st, [p.graph_runner.no_graph for p in
                                                                           cstep.programs()])
+
+
+def test_a_program_whose_only_products_are_packed_ones_gets_the_graph_matmul_ready(cuda):
+    """backend.matmul_packed (the LSTM's recurrent product: a plain matmul on CUDA) is a product like
+    matmul: the graph runner makes cuBLAS's handle and workspace before a capture for it too (made during
+    one, the workspace would come from the graph's private pool)."""
+    from autograd_gpu import Function
+
+    class PackedProduct(Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            b = ctx.device._backend or ctx.device.backend
+            return ctx.wrap(b.matmul_packed(x.data, b.pack_matmul(w.data, x.shape[0]), *w.shape))
+
+    @ag.compile
+    def f(x, w):
+        with ag.no_grad():
+            return PackedProduct.apply(x, w)
+    x, w = _rand((8, 12), 0, cuda), _rand((12, 5), 1, cuda)
+    for _ in range(4):
+        close(f(x, w), to_numpy(x) @ to_numpy(w), rtol=1e-5, atol=1e-5)
+    assert f.cuda_stats()["graph_captures"] == 1
+    assert f.programs()[-1].graph_runner.has_matmul

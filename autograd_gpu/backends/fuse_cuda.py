@@ -406,7 +406,7 @@ class CupyFuser:
                                                  "would replay the same numbers"
             if owner is self.backend and name in _CHECKS:
                 self.has_checks = True
-            if owner is self.backend and name == "matmul":
+            if owner is self.backend and name in ("matmul", "matmul_packed"):    # (the base class's: a matmul)
                 self.has_matmul = True
             if name == "arrays" and "host_values" in getattr(fn, "__qualname__", ""):
                 outs = s.outs if isinstance(s.outs, tuple) else (s.outs,)
