@@ -261,10 +261,11 @@ def test_cases_left_to_numpy_return_none():
 def test_products_below_openblass_threading_cutoff_stay_with_numpy():
     small, large = _rand((48, 48), np.float32), _rand((128, 128), np.float32)
     assert mkl_blas.matmul(small, small) is None                           # 48^3: one OpenBLAS thread, ~3 us
-    stack = _rand((8, 48, 48), np.float32)
-    assert mkl_blas.matmul(stack, small) is not None       # rows of a stack times one matrix: one product
+    stack, few = _rand((mkl_blas.MIN_STACK, 48, 48), np.float32), _rand((8, 48, 48), np.float32)
+    assert mkl_blas.matmul(few, small) is not None         # rows of a stack times one matrix: one product
     assert mkl_blas.matmul(stack, stack) is not None       # a stack of small products: MKL's batch call
-    assert mkl_blas.matmul(stack[:1], stack) is None       # ... unless one operand is broadcast over it
+    assert mkl_blas.matmul(few, few) is None               # ... unless it is short
+    assert mkl_blas.matmul(stack[:1], stack) is None       # ... or one operand is broadcast over it
     assert mkl_blas.matmul(large, large) is not None
 
 

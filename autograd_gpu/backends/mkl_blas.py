@@ -34,6 +34,7 @@ _INTEL, _GNU = 0, 3
 # own cutoff, 65536 x GEMM_MULTITHREAD_THRESHOLD 4) in ~3 us where MKL's call and pool cost ~10 us.
 # Larger ones all come here: OpenBLAS's threads, once woken, spin for a while beside MKL's pool.
 MIN_WORK = 1 << 18
+MIN_STACK = 64          # matrices in a stack of small ones before MKL's batch call takes it (see matmul)
 
 _choice = os.environ.get("AUTOGRAD_GPU_CPU_BLAS", "auto").strip().lower() or "auto"
 if _choice not in ("auto", "mkl", "numpy"):
@@ -294,10 +295,12 @@ def matmul(a, b, out=None):
             return None
         y = matmul(a.reshape(-1, k), b, None if out is None else out.reshape(-1, n))
         return None if y is None else (out if out is not None else y.reshape(shape))
-    if work < MIN_WORK and (a.shape[:-2] != b.shape[:-2] or work * (a.size // (m * k)) < MIN_WORK):
-        # small matrices: NumPy calls OpenBLAS once a matrix, on one thread. A stack of them comes here
-        # (attention's heads: 1.9x NumPy's loop), unless one operand is broadcast over it (a convolution's
-        # weight against each sample's columns: slower here than NumPy's loop in a training step)
+    if work < MIN_WORK and (a.shape[:-2] != b.shape[:-2] or a.size // (m * k) < MIN_STACK
+                            or work * (a.size // (m * k)) < MIN_WORK):
+        # small matrices: NumPy calls OpenBLAS once a matrix, on one thread. A stack of MIN_STACK or more
+        # comes here (attention's 32 x 4 heads: 1.9x NumPy's loop), unless one operand is broadcast over
+        # it; a convolution's per-sample products (32 of them, one operand broadcast or not) ran slower
+        # here than in NumPy's loop inside a training step (185 against 122 us, 134 against 74)
         return None
     batch = a.shape[:-2]
     if a.shape[:-2] != b.shape[:-2]:
