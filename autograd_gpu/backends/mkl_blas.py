@@ -4,10 +4,11 @@ NumPy's wheels multiply with OpenBLAS. On a training step's shapes (batch 128, w
 OpenBLAS reaches 210-320 GFLOP/s on the project's 2-core Xeon where MKL, PyTorch's CPU BLAS, reaches
 330-380: the products were most of why our MLP, LSTM and transformer steps trailed PyTorch's. So the
 CPU backend's ``matmul`` hands float32/float64 products to MKL's ``cblas_?gemm`` (and
-``cblas_?gemm_batch_strided`` for stacks of matrices) through ctypes, and NumPy keeps every case this
-module does not take (other dtypes, dot products of two vectors, tiny products, batches broadcast in
-mixed ways, no MKL); odd strides are copied first, as NumPy does. ``axpy`` (y += alpha x) makes an
-optimizer's update one pass.
+``cblas_?gemm_batch_strided`` or ``cblas_?gemm_batch`` for stacks of matrices) through ctypes, and NumPy
+keeps every case this module does not take: other dtypes, dot products of two vectors, products below
+MIN_WORK, stacks of small matrices that are short or broadcast (see matmul), a forked child, no MKL.
+Odd strides are copied first, as NumPy does. ``axpy`` (y += alpha x) makes an optimizer's update one
+pass; ``pack`` / ``matmul_packed`` serve a matrix multiplied at every step (an LSTM's recurrent weight).
 
 ``AUTOGRAD_GPU_CPU_BLAS`` picks: ``auto`` (the default: MKL when found), ``mkl`` (an error when it is
 not found) or ``numpy``. ``AUTOGRAD_GPU_MKL`` names the runtime library's path where it is not beside
