@@ -224,13 +224,13 @@ def test_every_stride_handed_to_mkl_fits_a_c_int(monkeypatch):
     outer product of 46341 x 46341 floats per matrix) went to the strided call with a wrapped stridec,
     writing the second matrix elsewhere. Here the limit is lowered to see it with small arrays."""
     monkeypatch.setattr(mkl_blas, "_INT_MAX", 1000)
-    gemm, batched, group = mkl_blas._fns[np.dtype(np.float32)]
+    calls = mkl_blas._fns[np.dtype(np.float32)]
     seen = []
 
     def checked(*args):
         seen.extend(args[16:])                         # stridec, the batch's size
-        return batched(*args)
-    monkeypatch.setitem(mkl_blas._fns, np.dtype(np.float32), (gemm, checked, group))
+        return calls.batched(*args)
+    monkeypatch.setitem(mkl_blas._fns, np.dtype(np.float32), calls._replace(batched=checked))
     a, b = _rand((2, 40, 8), np.float32, 1), _rand((2, 8, 40), np.float32, 2)   # 40 x 40 = 1600 apart
     got = mkl_blas.matmul(a, b)
     if got is not None:

@@ -23,6 +23,7 @@ import glob
 import os
 import site
 import sys
+from collections import namedtuple
 
 import numpy as np
 
@@ -119,7 +120,7 @@ def _setup(lib):
     if (_layer == _GNU or os.environ.get("MKL_THREADING_LAYER", "").strip().upper() == "GNU") and \
             hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_forked)
-    fns = {}
+    calls = {}
     for t, real in (("s", ctypes.c_float), ("d", ctypes.c_double)):
         gemm = getattr(lib, f"cblas_{t}gemm")
         gemm.argtypes = [c_int, c_int, c_int, c_int, c_int, c_int, real, c_void_p, c_int, c_void_p, c_int,
@@ -143,23 +144,18 @@ def _setup(lib):
         compute.argtypes = [c_int, c_int, c_int, c_int, c_int, c_int, c_void_p, c_int, c_void_p, c_int, real,
                             c_void_p, c_int]
         compute.restype = None
-        _packs[np.dtype(real)] = (size, pack, compute)
-        fns[np.dtype(real)] = (gemm, batch, group)
-        _gemms[np.dtype(real)] = gemm
-        _axpys[np.dtype(real)] = axpy
-    return fns
+        calls[np.dtype(real)] = _Calls(gemm, batch, group, axpy, size, pack, compute)
+    return calls
 
 
 def _forked():
     """A forked child leaves its products to NumPy: libgomp's pool does not survive fork (the child's first
     MKL product waits forever on its parent's threads), where OpenBLAS's and Intel's OpenMP restart theirs."""
     _fns.clear()
-    _gemms.clear()
-    _axpys.clear()
-    _packs.clear()
 
 
-_axpys, _gemms, _packs = {}, {}, {}
+# one dtype's MKL functions (float32: the cblas_s* ones, float64: cblas_d*)
+_Calls = namedtuple("_Calls", "gemm batched group axpy pack_size pack compute")
 _layer = None
 _fns = _setup(_lib) if _lib is not None else {}
 _INT_MAX = 2 ** 31 - 1
@@ -258,16 +254,16 @@ def matmul(a, b, out=None):
         return None             # every case below MIN_WORK, decided at once (a tiny product's cost is ~3 us)
     if out is None and a.ndim == 2 and b.ndim == 2:           # the common case, with less Python
         (m, k), (k2, n) = a.shape, b.shape
-        gemm = _gemms.get(a.dtype)
-        if gemm is not None and b.dtype == a.dtype and k == k2 and m * n * k >= MIN_WORK and \
+        fns = _fns.get(a.dtype)
+        if fns is not None and b.dtype == a.dtype and k == k2 and m * n * k >= MIN_WORK and \
                 a.__class__ is np.ndarray and b.__class__ is np.ndarray and max(m, n, k) <= _INT_MAX // 4:
             item = a.itemsize
             da, db = _operand(a, m, k, item), _operand(b, k, n, item)
             if da is not None and db is not None and a.flags.aligned and b.flags.aligned and \
                     max(da[1], db[1]) <= _INT_MAX:
                 c = np.empty((m, n), a.dtype)
-                gemm(_ROW_MAJOR, da[0], db[0], m, n, k, 1.0, a.ctypes.data, da[1], b.ctypes.data, db[1], 0.0,
-                     c.ctypes.data, n)
+                fns.gemm(_ROW_MAJOR, da[0], db[0], m, n, k, 1.0, a.ctypes.data, da[1], b.ctypes.data, db[1],
+                         0.0, c.ctypes.data, n)
                 return c
     fns = _fns.get(a.dtype)
     if fns is None or b.dtype != a.dtype or a.__class__ is not np.ndarray or b.__class__ is not np.ndarray \
@@ -334,7 +330,6 @@ def matmul(a, b, out=None):
                             # a stridec below ldc * rows (prints an error, writes nothing): by pointers
     if not count:
         return c
-    gemm, batched, group = fns
     if dc[0] == _NO_TRANS:
         ops, dims, lds = (a, b), (da[0], db[0], m, n, k), (da[1], db[1], dc[1])
         strides = (sa, sb, sc)
@@ -343,17 +338,18 @@ def matmul(a, b, out=None):
         strides = (sb, sa, sc)
     x, y = ops
     if count == 1:
-        gemm(_ROW_MAJOR, *dims, 1.0, x.ctypes.data, lds[0], y.ctypes.data, lds[1], 0.0, c.ctypes.data, lds[2])
+        fns.gemm(_ROW_MAJOR, *dims, 1.0, x.ctypes.data, lds[0], y.ctypes.data, lds[1], 0.0, c.ctypes.data,
+                 lds[2])
     elif None not in strides:
-        batched(_ROW_MAJOR, *dims, 1.0, x.ctypes.data, lds[0], strides[0], y.ctypes.data, lds[1], strides[1],
-                0.0, c.ctypes.data, lds[2], strides[2], count)
+        fns.batched(_ROW_MAJOR, *dims, 1.0, x.ctypes.data, lds[0], strides[0], y.ctypes.data, lds[1],
+                    strides[1], 0.0, c.ctypes.data, lds[2], strides[2], count)
     else:                                           # batch axes not one run each: one address per matrix
         px, py, pc = _pointers(x), _pointers(y), _pointers(c)
         ints = np.array(dims + lds + (count,), np.int32)
         reals = np.array([1.0, 0.0], a.dtype)
         i, r = ints.ctypes.data, reals.ctypes.data
-        group(_ROW_MAJOR, i, i + 4, i + 8, i + 12, i + 16, r, px.ctypes.data, i + 20, py.ctypes.data, i + 24,
-              r + item, pc.ctypes.data, i + 28, 1, i + 32)
+        fns.group(_ROW_MAJOR, i, i + 4, i + 8, i + 12, i + 16, r, px.ctypes.data, i + 20, py.ctypes.data,
+                  i + 24, r + item, pc.ctypes.data, i + 28, 1, i + 32)
     return c
 
 
@@ -371,12 +367,12 @@ def axpy(y, alpha, x):
     """y += alpha * x in place through MKL's ?axpy; False (nothing done) when the case is not taken here:
     another dtype, a size below AXPY_MIN, shapes that differ (broadcasting), arrays that are not both
     contiguous, or memory they share."""
-    f = _axpys.get(y.dtype)
-    if f is None or x.dtype != y.dtype or x.shape != y.shape or y.size < AXPY_MIN or y.size > _INT_MAX \
+    fns = _fns.get(y.dtype)
+    if fns is None or x.dtype != y.dtype or x.shape != y.shape or y.size < AXPY_MIN or y.size > _INT_MAX \
             or x.__class__ is not np.ndarray or y.__class__ is not np.ndarray or not y.flags.c_contiguous \
             or not x.flags.c_contiguous or not y.flags.writeable or np.may_share_memory(x, y):
         return False
-    f(y.size, float(alpha), x.ctypes.data, 1, y.ctypes.data, 1)
+    fns.axpy(y.size, float(alpha), x.ctypes.data, 1, y.ctypes.data, 1)
     return True
 
 
@@ -390,7 +386,7 @@ _PACKED_B, _PACKED = 162, 151
 def pack(b, rows):
     """``b`` (k, n) in MKL's packed format for products (rows, k) @ b: a 1-D array of b's dtype (keep it
     while it is used), or None where this is not taken (no MKL, another dtype, a small product)."""
-    fns = _packs.get(b.dtype)
+    fns = _fns.get(b.dtype)
     if fns is None or b.__class__ is not np.ndarray or b.ndim != 2 or rows < 1:
         return None
     k, n = b.shape
@@ -401,23 +397,23 @@ def pack(b, rows):
     if d is None or not b.flags.aligned or d[1] > _INT_MAX:
         b = np.ascontiguousarray(b)
         d = _operand(b, k, n, item)
-    size, pack_fn, _ = fns
-    raw = np.empty(size(_PACKED_B, rows, n, k) // item + 64 // item, b.dtype)
+    size = -(-fns.pack_size(_PACKED_B, rows, n, k) // item)     # MKL's bytes, in whole elements
+    raw = np.empty(size + 64 // item, b.dtype)
     start = (-raw.ctypes.data % 64) // item                # MKL asks for 64-byte aligned packed buffers
-    buf = raw[start:start + size(_PACKED_B, rows, n, k) // item]
-    pack_fn(_ROW_MAJOR, _PACKED_B, d[0], rows, n, k, 1.0, b.ctypes.data, d[1], buf.ctypes.data)
+    buf = raw[start:start + size]
+    fns.pack(_ROW_MAJOR, _PACKED_B, d[0], rows, n, k, 1.0, b.ctypes.data, d[1], buf.ctypes.data)
     return buf
 
 
 def matmul_packed(a, packed, k, n, out=None):
     """a @ b for ``packed`` = pack(b, rows) with b of shape (k, n) and a of shape (rows, k) (the rows
     ``pack`` was given), into ``out`` (a C-contiguous (rows, n) array) when given."""
-    fns = _packs.get(packed.dtype)
+    fns = _fns.get(packed.dtype)
     if fns is None:
         raise RuntimeError("matmul_packed: MKL is not in use in this process (a forked child, or it was "
                            "never loaded), but the matrix was packed for it")
     if a.ndim != 2 or a.shape[1] != k or a.dtype != packed.dtype:
-        raise ValueError(f"matmul_packed: expected a ({'rows'}, {k}) {packed.dtype} matrix, got {a.shape} {a.dtype}")
+        raise ValueError(f"matmul_packed: expected a (rows, {k}) {packed.dtype} matrix, got {a.shape} {a.dtype}")
     rows = a.shape[0]
     d = _operand(a, rows, k, a.itemsize)
     if d is None or not a.flags.aligned:
@@ -428,6 +424,6 @@ def matmul_packed(a, packed, k, n, out=None):
     elif out.shape != (rows, n) or out.dtype != a.dtype or not out.flags.c_contiguous or not out.flags.writeable:
         raise ValueError(f"matmul_packed: out must be a writeable C-contiguous {(rows, n)} {a.dtype} array, "
                          f"got {out.shape} {out.dtype}")
-    fns[2](_ROW_MAJOR, d[0], _PACKED, rows, n, k, a.ctypes.data, d[1], packed.ctypes.data, n, 0.0,
+    fns.compute(_ROW_MAJOR, d[0], _PACKED, rows, n, k, a.ctypes.data, d[1], packed.ctypes.data, n, 0.0,
            out.ctypes.data, n)
     return out
