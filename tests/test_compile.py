@@ -431,6 +431,31 @@ def test_a_learning_rate_scheduler_needs_no_new_trace(device):
     assert cstep.stats["traces"] == 2
 
 
+def test_sgd_reads_the_learning_rate_once_a_group_and_follows_a_scheduler(device):
+    import re
+    m1, m2 = _model(device), _model(device)
+    o1 = optim.SGD(m1.parameters(), lr=0.1)
+    o2 = optim.SGD(m2.parameters(), lr=0.1)
+    s1, s2 = (optim.lr_scheduler.StepLR(o, step_size=1, gamma=0.5) for o in (o1, o2))
+
+    def step(m, o, x):
+        o.zero_grad()
+        m(x).sum().backward()
+        o.step()
+    cstep = ag.compile(lambda x: step(m2, o2, x))
+    x = ag.ones((2, 6), device=device)
+    for _ in range(5):
+        cstep(x)
+        s2.step()
+        step(m1, o1, x)
+        s1.step()
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        close(p2, p1, rtol=1e-6, atol=1e-7)
+    src = cstep.programs()[-1].source
+    # one read of the learning rate for the group, not one per parameter (each costs a call and a negation)
+    assert len(re.findall(r"^\s*\(v\d+,\) = k\d+\(\)$", src, re.M)) == 1, src
+
+
 def test_a_scheduler_stepped_inside_retraces_and_stays_right(device):
     m1, m2 = _model(device), _model(device)
     o1, o2 = optim.SGD(m1.parameters(), lr=0.1), optim.SGD(m2.parameters(), lr=0.1)
@@ -550,6 +575,60 @@ def test_a_warm_replay_allocates_only_what_it_hands_out():
         a = ag.exp(x) * x + ag.sin(x) * 2
         close(got[0], ((a * w - x) ** 2).sum(), rtol=1e-4)
         close(got[1], (a + 1).mean(), rtol=1e-5)
+
+
+def test_allocations_and_viewed_products_get_buffers_that_each_replay_refills():
+    # zeros() written through a view, a product seen through .T: both get planned buffers (a fresh array
+    # costs page faults on every replay), and the zeros are zeros again on every call (the += below
+    # would add up across calls if the buffer kept its last contents)
+    rng = np.random.default_rng(1)
+    w = ag.tensor(rng.standard_normal((64, 48)))
+
+    def f(t):
+        with ag.no_grad():
+            z = ag.zeros(128, 64, dtype=ag.float64)
+            z[::2] += t
+            p = z @ w
+            return (p.T * 2).sum(dim=0), ag.maximum(p, 0.5).mean()
+    cf = ag.compile(f)
+    for i in range(4):
+        t = ag.tensor(rng.standard_normal((64, 64)))
+        got, want = cf(t), f(t)
+        close(got[0], want[0], rtol=1e-12)
+        close(got[1], want[1], rtol=1e-12)
+    src = cf.programs()[-1].source
+    assert ".fill(0)" in src and src.count("out=") >= 2      # the zeros, the product and maximum
+
+
+def test_a_warm_replay_of_a_conv_step_allocates_only_the_gradients():
+    import tracemalloc
+    ag.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3), nn.ReLU(),
+                          nn.Flatten(), nn.Linear(16 * 11 * 11, 10))
+    opt = optim.SGD(model.parameters(), lr=0.01)
+    rng = np.random.default_rng(0)
+    x = ag.tensor(rng.standard_normal((32, 1, 28, 28)).astype(np.float32))
+    y = ag.tensor(rng.integers(0, 10, 32))
+
+    @ag.compile
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    for _ in range(4):
+        step()
+    grads = sum(p.data.nbytes for p in model.parameters())
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        step()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    # the im2col matrices (865 KB and 1.1 MB), the products, the ReLUs and the pooling are all planned
+    # buffers (what is left: the gradients, and NumPy's own buffers where it casts masks)
+    assert peak < grads + 256 * 1024, (peak, grads)
 
 
 def test_block_kernel_threads_follow_the_callers_error_settings_and_survive_fork(monkeypatch):

@@ -13,8 +13,10 @@ Measured on this 2-core box (4M float32 ``sigmoid(x)*x`` squared and summed, for
 thread, CPU ms): block kernel 11.1, a hand-written numba fastmath loop 15.8 (plus 0.4 s or more of JIT per
 kernel), NumPy sigmoid + numexpr arithmetic 23.9, numexpr alone 30.3. See docs/compile.md.
 
-Results of elementwise steps, matmuls and float sums that stay inside the program get buffers allocated
-once per program and reused by liveness (``out=``), so a warm replay allocates only what it hands out.
+Results that stay inside the program get buffers allocated once per program and reused by liveness, views
+of them included: elementwise steps and other ufunc calls, matmuls, float sums and max/min take them as
+``out=``, allocations (``empty``/``zeros``/``ones``) become the buffer refilled, and a copy that
+``ascontiguousarray`` makes every replay a copy into one. A warm replay allocates only what it hands out.
 """
 import operator
 import os
@@ -24,6 +26,7 @@ import numpy as np
 from .fusers import register_fuser
 from ..compile.program import alias_groups as _alias_groups, rename_refs as _renamed
 from .numpy_backend import NumpyBackend, float_matmul
+from ..compile.tracer import Step
 
 try:
     import numexpr as _ne
@@ -188,7 +191,7 @@ class NumpyFuser:
                 out_steps.extend(self._unfold(i, exprs, steps, folded))
                 continue
             out_steps.append(s)
-        n_buffers = _plan_buffers(out_steps, values, escaping, group, em, ew_steps=_ew_ids(steps, ew))
+        n_buffers = _plan_buffers(out_steps, values, escaping, group, em, set(inputs))
         return out_steps, n_fused, n_buffers, renamed
 
     def _unfold(self, i, exprs, steps, folded):
@@ -620,12 +623,9 @@ def _as_number(a):
     return a
 
 
-def _ew_ids(steps, ew):
-    return {id(steps[i]) for i in ew}
-
-
-def _plan_buffers(steps, values, escaping, group, em, ew_steps):
-    """Give results of elementwise steps a buffer from a pool, returned when their last use is past."""
+def _plan_buffers(steps, values, escaping, group, em, inputs):
+    """Give results made inside the program a buffer from a pool, returned when the last use of any of
+    their views is past."""
     last = {}
     for i, s in enumerate(steps):
         for v in s.refs():
@@ -640,22 +640,29 @@ def _plan_buffers(steps, values, escaping, group, em, ew_steps):
         for key, name in free_at.pop(i - 1, ()):
             pool.setdefault(key, []).append(name)
         o = s.outs
-        if not isinstance(o, int) or o in escaping or len(group.get(o, (o,))) > 1:
+        # a result that views share gets a buffer too: the pool takes it back after the last use of any
+        # view (``last`` above is kept per alias group), and every step below makes a new array of its own
+        if not isinstance(o, int) or o in escaping:
             continue
         val = values[o]
         if val.size < BUFFER_MIN:
             continue
-        if isinstance(s, _Kernel):
+        fill = _allocation(s, val) if s.__class__ is Step else False
+        if fill is False and s.__class__ is Step and _copy_of_own_value(s, o, group, inputs):
+            fill = _COPY
+        if fill is not False:
+            fn = None
+        elif isinstance(s, _Kernel):
             if s.buffer is not None or not s.takes_out:
                 continue
             fn = None
-        elif id(s) in ew_steps and s.fn in _OPS and not s.kwargs:
-            fn = _OPS[s.fn][1]
-            args = _typed_numbers(s.args, values)
         elif _takes_out(s) and val.dtype in _FLOATS:
-            fn, args = s.fn, s.args     # a matmul or a float sum: the same call with out=
+            fn, args = s.fn, s.args     # a matmul, a float sum or max: the same call with out=
         else:
-            continue
+            fn = _ufunc(s, val, values)  # operators and ufuncs (maximum(x, 0), g * mask): the call with out=
+            if fn is None:
+                continue
+            args = _typed_numbers(s.args, values)
         key = (val.shape, val.dtype.str)
         free = pool.get(key)
         if free:
@@ -663,12 +670,72 @@ def _plan_buffers(steps, values, escaping, group, em, ew_steps):
         else:
             name = em.const(np.empty(val.shape, val.dtype))
             n += 1
-        if not isinstance(s, _Kernel):
+        if fill is not False:
+            s = steps[i] = _Filled(o, s.fn, fill, s.args[0] if fill is _COPY else None)
+        elif not isinstance(s, _Kernel):
             s = steps[i] = _Kernel(o, fn, args, None, s.refs(),
                                    kwargs={k: v for k, v in s.kwargs.items() if k != "out"})
         s.buffer = name
         free_at.setdefault(last.get(o, i), []).append((key, name))
     return n
+
+
+# allocations a buffer replaces: the value each replay fills it with (None: empty, filled by later steps)
+_ALLOCATIONS = {np.empty: None, np.zeros: 0, np.ones: 1}
+
+
+def _allocation(s, val):
+    """For a step ``empty/zeros/ones(shape, dtype=...)`` of constants: what to fill its buffer with on each
+    replay (None for empty); False for any other step. A new array larger than glibc's mmap threshold
+    comes back from the system, and its first writes in each replay fault its pages in."""
+    if (s.kind != "call" or s.mutates or s.refs()
+            or not set(s.kwargs) <= {"dtype"} or len(s.args) != 1 or not val.flags.c_contiguous):
+        return False
+    try:
+        return _ALLOCATIONS.get(s.fn, False)
+    except TypeError:           # an unhashable callable
+        return False
+
+
+_COPY = object()        # _Filled's fill for a copy: the buffer takes the step's argument
+
+
+def _copy_of_own_value(s, o, group, inputs):
+    """``ascontiguousarray(x)`` that copied at trace time (a transposed view: max pooling's windows) where x
+    is made inside the program: x has the same layout on every replay, so the call copies every time, and
+    a copy into a buffer is the same array without the page faults of a new one."""
+    from ..compile.tracer import Ref
+    if s.fn is not np.ascontiguousarray or s.kwargs or len(s.args) != 1 or s.args[0].__class__ is not Ref \
+            or s.mutates:
+        return False
+    x = s.args[0].vid
+    return x != o and not (group.get(x, {x}) & inputs)
+
+
+class _Filled:
+    """An allocation (or a copy) replaced by a planned buffer: the buffer, refilled (or copied into) where
+    the call made a new array."""
+    kind = "call"
+    mutates = ()
+    shape_guard = None
+    scalar = False
+    fresh = True
+    takes_out = False
+    args = ()
+    kwargs = {}
+
+    def __init__(self, outs, fn, fill, src=None):
+        self.outs, self.fn, self.fill, self.src, self.buffer = outs, fn, fill, src, None
+
+    def refs(self):
+        return [self.src.vid] if self.src is not None else []
+
+    def source(self, em, i):
+        if self.src is not None:
+            return [f"{em.const(np.copyto)}({self.buffer}, v{self.src.vid})", f"v{self.outs} = {self.buffer}"]
+        if self.fill is None:
+            return [f"v{self.outs} = {self.buffer}"]
+        return [f"{self.buffer}.fill({self.fill!r})", f"v{self.outs} = {self.buffer}"]
 
 
 def _typed_numbers(args, values):
@@ -696,13 +763,13 @@ def _typed_numbers(args, values):
 
 
 def _takes_out(s):
-    """A matmul or ``add.reduce`` with no out= yet: both write into a given array."""
+    """A matmul, ``add.reduce`` or an array's ``max``/``min`` with no out= yet: all write into a given array."""
     from ..compile.tracer import Ref
     if s.kind != "call" or s.kwargs.get("out") is not None or s.scalar or any(
             v.__class__ is Ref for k, v in s.kwargs.items()):
         return False
     return getattr(s.fn, "__func__", None) is NumpyBackend.matmul or s.fn is float_matmul or s.fn is np.matmul \
-        or _is_add_reduce(s.fn)
+        or _is_add_reduce(s.fn) or s.fn is np.ndarray.max or s.fn is np.ndarray.min
 
 
 def _operands(args, values):
@@ -718,6 +785,33 @@ class _NotArray:
 
 
 _NOT_ARRAY = _NotArray()
+
+
+def _ufunc(s, val, values):
+    """The ufunc of an operator or one-output ufunc call without keywords on arrays and numbers of numeric or
+    bool dtypes, else None: given out= of the traced result's dtype it runs the same loop (NumPy picks
+    the loop from the inputs), so it computes the same values into the buffer."""
+    from ..compile.tracer import Ref
+    fn = s.fn
+    if (s.kind != "call" or s.kwargs or s.mutates or val.__class__ is not np.ndarray or val.ndim == 0
+            or val.dtype.kind not in "biuf"):
+        return None         # (a 0-d result stays a NumPy scalar, as eager mode's is)
+    try:
+        fn = _OPS[fn][1] if fn in _OPS else fn
+    except TypeError:           # an unhashable callable
+        return None
+    if fn.__class__ is not np.ufunc or fn.nout != 1 or len(s.args) != fn.nin:
+        return None
+    for a in s.args:
+        c = a.__class__
+        if c is Ref:
+            v = values[a.vid]
+            if v.__class__ is not np.ndarray or v.dtype.kind not in "biuf":
+                return None
+        elif not (c is float or c is int or c is bool or (isinstance(a, (np.generic, np.ndarray))
+                                                           and a.dtype.kind in "biuf")):
+            return None
+    return fn
 
 
 def _is_add_reduce(fn):
