@@ -27,6 +27,7 @@ class SGD(Optimizer):
     def _update_group(self, group):
         momentum, dampening = group["momentum"], group["dampening"]
         wd, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
+        neg_lr = {}                 # -lr by (dtype, device): read once a group (under ag.compile one step)
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -47,8 +48,12 @@ class SGD(Optimizer):
                     b += g if dampening == 0 else (1 - dampening) * g
                 g = g + momentum * b if nesterov else b
             # the learning rate is read on the host: under ag.compile a scheduler's change needs no new trace
-            lr_now, = host_values(_lr, group, dtype=a.dtype, device=p.device)
-            p.device.backend.axpy(a, -lr_now, g)      # one pass: a -= lr * g
+            key = (a.dtype, p.device)
+            step = neg_lr.get(key)
+            if step is None:
+                lr_now, = host_values(_lr, group, dtype=a.dtype, device=p.device)
+                step = neg_lr[key] = -lr_now
+            p.device.backend.axpy(a, step, g)      # one pass: a -= lr * g
             p._bump_version()
 
 
