@@ -600,6 +600,32 @@ def test_allocations_and_viewed_products_get_buffers_that_each_replay_refills():
     assert ".fill(0)" in src and src.count("out=") >= 2      # the zeros, the product and maximum
 
 
+def test_a_linear_relu_step_keeps_its_product_in_a_buffer_and_adds_the_bias_in_place():
+    import re
+    def make():
+        ag.manual_seed(0)
+        return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
+    m1, m2 = make(), make()
+    o1, o2 = optim.SGD(m1.parameters(), lr=0.1), optim.SGD(m2.parameters(), lr=0.1)
+    cstep = ag.compile(lambda x, y: train_step(m2, o2, x, y))
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        x = ag.tensor(rng.standard_normal((32, 64)).astype(np.float32))
+        y = ag.tensor(rng.integers(0, 10, 32))
+        close(cstep(x, y), train_step(m1, o1, x, y), rtol=1e-5)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        close(p2, p1, rtol=1e-5, atol=1e-6)
+    lines = cstep.programs()[-1].source.splitlines()
+    # relu(x @ w.T + b) in place on the product (LinearReLU): the trace's relu writes the array the bias
+    # was added to, and the program names that write the newest value, so the product has a buffer of its
+    # own and the bias add writes over it (one array of the layer's output size, not two or three)
+    first = next(i for i, line in enumerate(lines) if "out=" in line and "matmul" not in line and
+                 re.search(r"= k\d+\(v\d+, v\d+, out=(k\d+)\)$", line))
+    buf = re.search(r"out=(k\d+)\)$", lines[first]).group(1)
+    assert lines[first + 1].rstrip().endswith(f", {buf})"), lines[first:first + 3]
+    assert re.search(r"^\s*(v\d+) = k\d+\(\1, 0, out=\1\)$", lines[first + 2]), lines[first:first + 3]
+
+
 def test_a_warm_replay_of_a_conv_step_allocates_only_the_gradients():
     import tracemalloc
     ag.manual_seed(0)

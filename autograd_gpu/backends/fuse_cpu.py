@@ -5,7 +5,7 @@ A step is elementwise when it is a NumPy ufunc (or an operator, or the backend's
 or float64 arrays of one dtype, Python numbers and one-value constants. A step's result is folded into
 its consumer when neither escapes the program, nothing views it, and nothing writes the inputs of the
 folded expression in between. A run whose arrays all have the result's shape becomes a *block kernel*:
-eager mode's own ufuncs applied 256 KiB block by block into cached scratch buffers, split over the cores,
+eager mode's own ufuncs applied block by block (256 or 512 KiB) into cached scratch buffers, split over the cores,
 transcendental functions included (NumPy's SIMD exp), shared subexpressions once per block; so the
 results are eager's bit for bit. A run that broadcasts becomes a numexpr kernel (arithmetic only).
 
@@ -240,13 +240,14 @@ class NumpyFuser:
         return k
 
 
-# a block kernel's working set per array: 256 KiB (64k float32), so the few arrays of a block fit in L2; each
-# ufunc call is then long enough that handing the GIL between the threads does not dominate (the 4M-element
-# step, two threads: 6.4 ms at 256 KiB, 8.9 ms at 128 KiB, 7.5 ms at 1 MiB; one thread: 9.1, 9.7, 14.4 ms)
-BLOCK_BYTES = 1 << 18
 # a block kernel splits its blocks over this many threads (ufunc loops release the GIL): the cores this
 # process may run on, at most 8 (memory bandwidth, not cores, bounds these kernels beyond that)
 THREADS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+# a block kernel's working set per array, so that the few arrays of a block stay in L2: 256 KiB (64k float32)
+# on one thread; 512 KiB on several, where each block's Python (slices, a dozen ufunc calls) also waits for
+# the GIL, so fewer blocks pay. The 4M-element step on this 2-core box, ms: two threads 6.5 at 256 KiB,
+# 6.0 at 512 KiB, 7.5 at 1 MiB (9.1 at 128 KiB); one thread 9.9, 10.7, 14.9
+BLOCK_BYTES = 1 << 18 if THREADS == 1 else 1 << 19
 _workers = {}
 
 
@@ -482,6 +483,14 @@ def _ssa(steps, values, inputs, group):
         if rename:
             s.args = _renamed(s.args, rename)
             s.kwargs = _renamed(s.kwargs, rename)
+            # a later step that writes the array (maximum(y, 0, out=y)) or returns it: the trace numbers an
+            # array once, so that step's result and writes are the array's newest value
+            s.mutates = tuple(rename.get(v, v) for v in s.mutates)
+            o = s.outs
+            if o.__class__ is int:
+                s.outs = rename.get(o, o)
+            elif o.__class__ is tuple:
+                s.outs = tuple(rename.get(v, v) if v is not None else None for v in o)
         fn = s.fn if s.kind == "call" and not s.kwargs and len(s.args) == 2 else None
         op = _INPLACE.get(fn) if fn is not None and fn.__class__ is not type else None
         a = s.args[0] if op is not None else None
@@ -635,7 +644,7 @@ def _plan_buffers(steps, values, escaping, group, em, inputs):
         for o in outs:
             if o is not None:
                 last.setdefault(o, i)
-    pool, free_at, n = {}, {}, 0
+    pool, free_at, owner, n = {}, {}, {}, 0       # owner: value -> the buffer it was given
     for i, s in enumerate(steps):
         for key, name in free_at.pop(i - 1, ()):
             pool.setdefault(key, []).append(name)
@@ -664,12 +673,16 @@ def _plan_buffers(steps, values, escaping, group, em, inputs):
                 continue
             args = _typed_numbers(s.args, values)
         key = (val.shape, val.dtype.str)
+        name = _dying_operand(fn, args, i, key, last, owner, values) if fn is not None else None
         free = pool.get(key)
-        if free:
+        if name is not None:        # the ufunc writes over an operand it reads for the last time
+            free_at[i].remove((key, name))
+        elif free:
             name = free.pop()
         else:
             name = em.const(np.empty(val.shape, val.dtype))
             n += 1
+        owner[o] = name
         if fill is not False:
             s = steps[i] = _Filled(o, s.fn, fill, s.args[0] if fill is _COPY else None)
         elif not isinstance(s, _Kernel):
@@ -678,6 +691,21 @@ def _plan_buffers(steps, values, escaping, group, em, inputs):
         s.buffer = name
         free_at.setdefault(last.get(o, i), []).append((key, name))
     return n
+
+
+def _dying_operand(fn, args, i, key, last, owner, values):
+    """The buffer of an operand of ufunc step i that has the result's shape and dtype and is not used after
+    step i (nor any of its views): the result may overwrite it in place (an elementwise loop reads each
+    element before writing it), which keeps one array fewer in the caches (a bias added to a product)."""
+    from ..compile.tracer import Ref
+    if fn.__class__ is not np.ufunc or fn is np.matmul:
+        return None
+    for a in args:
+        if a.__class__ is Ref and last.get(a.vid) == i and a.vid in owner:
+            v = values[a.vid]
+            if (v.shape, v.dtype.str) == key:
+                return owner[a.vid]
+    return None
 
 
 # allocations a buffer replaces: the value each replay fills it with (None: empty, filled by later steps)
