@@ -644,7 +644,7 @@ def _plan_buffers(steps, values, escaping, group, em, inputs):
         for o in outs:
             if o is not None:
                 last.setdefault(o, i)
-    pool, free_at, owner, n = {}, {}, {}, 0       # owner: value -> the buffer it was given
+    pool, free_at, owner, n = {}, {}, {}, 0       # owner: value -> (key, the buffer it was given)
     for i, s in enumerate(steps):
         for key, name in free_at.pop(i - 1, ()):
             pool.setdefault(key, []).append(name)
@@ -672,7 +672,15 @@ def _plan_buffers(steps, values, escaping, group, em, inputs):
             if fn is None:
                 continue
             args = _typed_numbers(s.args, values)
-        key = (val.shape, val.dtype.str)
+        # a buffer has the traced result's strides: a view taken at trace time (conv's and max pooling's
+        # as_strided windows) keeps the strides it read then, so a C-ordered buffer for a result a ufunc
+        # made F-ordered (from a transposed operand) would be read through the wrong strides
+        layout = None if val.flags.c_contiguous else val.strides
+        if layout is not None and isinstance(s, _Kernel):
+            if len(group.get(o, (o,))) > 1:
+                continue            # a fused kernel writes C order; views of its result read the trace's strides
+            layout = None
+        key = (val.shape, val.dtype.str, layout)
         name = _dying_operand(fn, args, i, key, last, owner, values) if fn is not None else None
         free = pool.get(key)
         if name is not None:        # the ufunc writes over an operand it reads for the last time
@@ -680,9 +688,12 @@ def _plan_buffers(steps, values, escaping, group, em, inputs):
         elif free:
             name = free.pop()
         else:
-            name = em.const(np.empty(val.shape, val.dtype))
+            buf = np.empty(val.shape, val.dtype) if layout is None else np.empty_like(val)
+            if buf.strides != val.strides and layout is not None:
+                continue            # a layout empty_like cannot make (not dense)
+            name = em.const(buf)
             n += 1
-        owner[o] = name
+        owner[o] = (key, name)
         if fill is not False:
             s = steps[i] = _Filled(o, s.fn, fill, s.args[0] if fill is _COPY else None)
         elif not isinstance(s, _Kernel):
@@ -702,9 +713,9 @@ def _dying_operand(fn, args, i, key, last, owner, values):
         return None
     for a in args:
         if a.__class__ is Ref and last.get(a.vid) == i and a.vid in owner:
-            v = values[a.vid]
-            if (v.shape, v.dtype.str) == key:
-                return owner[a.vid]
+            k, name = owner[a.vid]
+            if k == key:                # the same shape, dtype and layout
+                return name
     return None
 
 
