@@ -645,6 +645,21 @@ def test_buffers_keep_the_layout_that_conv_and_pooling_windows_were_traced_with(
         close(got[1], want[1], rtol=1e-5, atol=1e-5)
 
 
+def test_a_buffered_ufunc_keeps_a_number_it_has_no_float_loop_for():
+    # ldexp(x, 2) takes an int exponent: typing the 2 as the array's float (as for x * 2) finds no loop
+    def f(t):
+        with ag.no_grad():
+            d = t.data
+            return ag.tensor(np.ldexp(d, 2) + 1), ag.tensor(np.maximum(d, 0))
+    cf = ag.compile(f)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = ag.tensor(rng.standard_normal(100).astype(np.float32))
+        got, want = cf(x), f(x)
+        close(got[0], want[0], rtol=0, atol=0)
+        close(got[1], want[1], rtol=0, atol=0)
+
+
 def test_a_warm_replay_of_a_conv_step_allocates_only_the_gradients():
     import tracemalloc
     ag.manual_seed(0)

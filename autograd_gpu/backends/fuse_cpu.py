@@ -635,6 +635,7 @@ def _as_number(a):
 def _plan_buffers(steps, values, escaping, group, em, inputs):
     """Give results made inside the program a buffer from a pool, returned when the last use of any of
     their views is past."""
+    from ..compile.tracer import Ref
     last = {}
     for i, s in enumerate(steps):
         for v in s.refs():
@@ -672,6 +673,9 @@ def _plan_buffers(steps, values, escaping, group, em, inputs):
             if fn is None:
                 continue
             args = _typed_numbers(s.args, values)
+            c = next((values[a.vid].dtype.char for a in s.args if a.__class__ is Ref), "")
+            if args is not s.args and not any(t.startswith(c * fn.nin + "->") for t in fn.types):
+                args = s.args       # numbers typed only where the ufunc has that loop: ldexp(x, 2) has none
         # a buffer has the traced result's strides: a view taken at trace time (conv's and max pooling's
         # as_strided windows) keeps the strides it read then, so a C-ordered buffer for a result a ufunc
         # made F-ordered (from a transposed operand) would be read through the wrong strides
