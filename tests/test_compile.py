@@ -626,12 +626,12 @@ def test_a_linear_relu_step_keeps_its_product_in_a_buffer_and_adds_the_bias_in_p
     assert re.search(r"^\s*(v\d+) = k\d+\(\1, 0, out=\1\)$", lines[first + 2]), lines[first:first + 3]
 
 
-def test_buffers_keep_the_layout_that_conv_and_pooling_windows_were_traced_with():
+def test_buffers_keep_the_layout_that_conv_and_pooling_windows_were_traced_with(device):
     # x.transpose(2, 3) * 2 is F-ordered in its last two dims at trace time; conv's and max pooling's
-    # as_strided windows keep the strides they read then, so its buffer must have the same layout
-    # (NumPy only: under the CuPy stand-in the CUDA fuser's kernels still write C order, see the review)
+    # as_strided windows keep the strides they read then, so its buffer (CPU) or kernel result (CUDA)
+    # must have the same layout
     rng = np.random.default_rng(0)
-    w = ag.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    w = ag.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), device=device)
 
     def f(x):
         with ag.no_grad():
@@ -639,7 +639,7 @@ def test_buffers_keep_the_layout_that_conv_and_pooling_windows_were_traced_with(
             return F.conv2d(y, w).sum(dim=(0, 1)), F.max_pool2d(y + 1, 2).sum(dim=(0, 1))
     cf = ag.compile(f)
     for _ in range(3):
-        x = ag.tensor(rng.standard_normal((2, 3, 9, 7)).astype(np.float32))
+        x = ag.tensor(rng.standard_normal((2, 3, 9, 7)).astype(np.float32), device=device)
         got, want = cf(x), f(x)
         close(got[0], want[0], rtol=1e-5, atol=1e-5)
         close(got[1], want[1], rtol=1e-5, atol=1e-5)

@@ -88,6 +88,12 @@ class _Node:
         return out
 
 
+def _c_layout(o, values, group):
+    """Whether a kernel may make value o: it is C-contiguous in the trace, or nothing views it."""
+    v = values[o]
+    return len(group.get(o, (o,))) <= 1 or getattr(v, "ndim", 0) == 0 or v.flags.c_contiguous
+
+
 class _KernelStep:
     """A replacement step: one generated kernel writing value ``outs`` (into ``target`` when in place)."""
     kind = "call"
@@ -181,7 +187,11 @@ class CupyFuser:
             for v in s.mutates:
                 for m in group.get(v, (v,)):
                     mut_at.setdefault(m, []).append(i)
-        ew = {i: e for i, s in enumerate(steps) if (e := self._elementwise(s, values)) is not None}
+        # a kernel writes its result in C order: a result the trace made in another layout (a ufunc on a
+        # transposed operand) that views read (conv's and max pooling's as_strided windows keep the strides
+        # they saw) stays the eager call, which makes that layout again
+        ew = {i: e for i, s in enumerate(steps) if (e := self._elementwise(s, values)) is not None
+              and (e[3] is not None or _c_layout(s.outs, values, group))}
         sums = {i for i, s in enumerate(steps) if self._is_sum(s)}
         exprs, folded_into = {}, {}
 
@@ -221,7 +231,7 @@ class CupyFuser:
         reductions = {}
         for i, s in enumerate(steps):
             r = self._reduction(i, s, values, producer, ew, exprs, foldable)
-            if r is not None:
+            if r is not None and _c_layout(s.outs, values, group):
                 reductions[i] = r
                 folded_into.setdefault(producer[s.args[0].vid], set()).add(i)
         # a producer goes when every consumer computes it itself
