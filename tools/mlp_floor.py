@@ -2,18 +2,23 @@
 SGD lr 0.01) written by hand as the least work NumPy and MKL can do, against PyTorch eager in the same
 process: a floor for ag.compile's CPU replay, which runs the same kind of calls.
 
-    pip install -e ".[mkl]" torch && python tools/mlp_floor.py
+    pip install -e ".[mkl]" torch && python tools/mlp_floor.py [--repeats 600]
 
 Every product goes to MKL into a buffer made once; bias and ReLU are done in place; cross-entropy is
 five passes over the (128, 10) logits; the ReLU backward is one multiply by a mask; bias gradients are
-``ones @ g``; SGD is MKL's axpy. Nothing is allocated in a step but the gradients it hands out. Prints
-the medians of four alternating rounds of 200 steps, in ms, and their ratio."""
-import time
+``ones @ g``; SGD is MKL's axpy. Nothing is allocated in a step but the gradients it hands out. Timed
+as the benchmarks time (benchmarks/timing.py: interleaved rounds, medians): prints both medians in ms,
+their min-max, and the ratio."""
+import argparse
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from autograd_gpu.backends import mkl_blas
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # the checkout: the package, benchmarks/
+from autograd_gpu.backends import mkl_blas  # noqa: E402
+from benchmarks.timing import measure  # noqa: E402
 
 N, SIZES, LR = 128, (784, 512, 512, 10), 0.01
 
@@ -49,18 +54,10 @@ def by_hand(x, y, weights, biases):
     return step
 
 
-def _median_ms(f, n=200):
-    for _ in range(20):
-        f()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[n // 2] * 1e3
-
-
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=600, help="timed steps of each, over 6 rounds")
+    args = ap.parse_args()
     if not mkl_blas.available():
         raise SystemExit("no MKL runtime: pip install mkl (the floor is measured with PyTorch's BLAS)")
     rng = np.random.default_rng(1)
@@ -84,10 +81,11 @@ def main():
     for g, t in zip(grads, [p.grad for m in lins for p in (m.weight, m.bias)]):
         np.testing.assert_allclose(g, t.numpy(), rtol=1e-4, atol=1e-6)
     print(f"PyTorch {torch.__version__}, {mkl_blas.describe()}")
-    for _ in range(4):
-        a, b = _median_ms(ours), _median_ms(theirs)
-        print(f"by hand (NumPy + MKL) {a:.3f} ms, torch eager {b:.3f} ms, by hand / torch {a / b:.2f}")
-
+    none = lambda: None        # noqa: E731  (the CPU: nothing to wait for)
+    got = measure({"by hand": (ours, none), "torch": (theirs, none)}, args.repeats, rounds=6)
+    (a, a_lo, a_hi), (b, b_lo, b_hi) = got["by hand"], got["torch"]
+    print(f"by hand (NumPy + MKL) {a * 1e3:.3f} ms [{a_lo * 1e3:.2f}-{a_hi * 1e3:.2f}], "
+          f"torch eager {b * 1e3:.3f} ms [{b_lo * 1e3:.2f}-{b_hi * 1e3:.2f}], by hand / torch {a / b:.2f}")
 
 if __name__ == "__main__":
     main()
