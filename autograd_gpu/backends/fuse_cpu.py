@@ -26,7 +26,7 @@ import numpy as np
 from .fusers import register_fuser
 from ..compile.program import alias_groups as _alias_groups, rename_refs as _renamed
 from .numpy_backend import NumpyBackend, float_matmul
-from ..compile.tracer import Step
+from ..compile.tracer import Ref, Step
 
 try:
     import numexpr as _ne
@@ -100,7 +100,6 @@ class NumpyFuser:
         self.backend = backend
 
     def plan(self, steps, inputs, keep, values, em):
-        from ..compile.tracer import Ref
         group = _alias_groups(steps)
         steps, renamed = _ssa(steps, values, set(inputs), group)
         keep = {renamed.get(v, v) for v in keep}
@@ -202,7 +201,6 @@ class NumpyFuser:
         return [steps[j] for j in idx] + [steps[i]]
 
     def _kernel(self, entry, s, values, em):
-        from ..compile.tracer import Ref
         e, leaves, _ = entry
         if e.blocked:
             return _blocked_kernel(e, s, values)
@@ -266,7 +264,6 @@ def _pool():
 def _blockable(s, values):
     """Whether elementwise step s can run in a block kernel: a float result, and every array operand of the
     result's shape and dtype and C-contiguous (numbers and 0-d constants broadcast)."""
-    from ..compile.tracer import Ref
     out = values[s.outs]
     if out.dtype not in _FLOATS or out.size < FUSE_MIN:
         return False
@@ -284,7 +281,6 @@ def _blocked_kernel(e, s, values):
     """A fused run as a block kernel: the expression's ufuncs applied block by block (``BLOCK_BYTES`` of
     each array) into scratch buffers that stay in cache, a shared subexpression once per block, so memory
     is read and written once; the same ufuncs as eager mode, so the same values. A replacement step."""
-    from ..compile.tracer import Ref
     out = values[s.outs]
     names, args, glob = {}, [], {"np": np}
 
@@ -435,7 +431,6 @@ def _ne_type(dtype):
 
 def _elementwise(s, values):
     """(template, ufunc, args) when step s is elementwise on one float dtype, else None."""
-    from ..compile.tracer import Ref
     if s.kind != "call" or s.kwargs or not isinstance(s.outs, int) or s.mutates:
         return None
     fn = s.fn
@@ -476,7 +471,6 @@ def _ssa(steps, values, inputs, group):
     """``a += b`` on an array made inside the program, that nothing views, becomes ``a2 = a + b`` with
     later uses of ``a`` renamed: in-place updates no longer break runs of elementwise steps.
     Returns (steps, {old vid: newest vid})."""
-    from ..compile.tracer import Ref, Step
     rename, out = {}, []
     nxt = max(values) + 1 if values else 0
     for s in steps:
@@ -516,7 +510,6 @@ def _peephole(steps, values, keep):
     product as a multiply), and
     ``broadcast_to`` dropped where every consumer is elementwise with the broadcast shape (the ufunc
     broadcasts by itself; the unused call is then removed)."""
-    from ..compile.tracer import Ref
     consumers = {}
     for i, s in enumerate(steps):
         for v in s.refs():
@@ -566,7 +559,6 @@ def _constants(steps, values, keep):
     broadcast view, a one-element array) becomes a 0-d array when another operand gives the result its
     shape, so the step can fuse; a product with such a constant 1 (the backward's seed) is dropped, and
     its result renamed to the other operand, when nothing writes, views or hands out that result."""
-    from ..compile.tracer import Ref
     group = _alias_groups(steps)
     written = set()
     for s in steps:
@@ -596,7 +588,6 @@ def _constants(steps, values, keep):
 def _negations(steps, values, keep):
     """``-(c * x)`` with a constant c, the product used only there, as ``(-c) * x``: one step fewer, and
     exactly the same floats (negation commutes with rounding). The backward of ``relu(1 - y * s)``."""
-    from ..compile.tracer import Ref
     uses, producer = {}, {}
     for s in steps:
         for v in s.refs():
@@ -635,7 +626,6 @@ def _as_number(a):
 def _plan_buffers(steps, values, escaping, group, em, inputs):
     """Give results made inside the program a buffer from a pool, returned when the last use of any of
     their views is past."""
-    from ..compile.tracer import Ref
     last = {}
     for i, s in enumerate(steps):
         for v in s.refs():
@@ -712,7 +702,6 @@ def _dying_operand(fn, args, i, key, last, owner, values):
     """The buffer of an operand of ufunc step i that has the result's shape and dtype and is not used after
     step i (nor any of its views): the result may overwrite it in place (an elementwise loop reads each
     element before writing it), which keeps one array fewer in the caches (a bias added to a product)."""
-    from ..compile.tracer import Ref
     if fn.__class__ is not np.ufunc or fn is np.matmul:
         return None
     for a in args:
@@ -747,7 +736,6 @@ def _copy_of_own_value(s, o, group, inputs):
     """``ascontiguousarray(x)`` that copied at trace time (a transposed view: max pooling's windows) where x
     is made inside the program: x has the same layout on every replay, so the call copies every time, and
     a copy into a buffer is the same array without the page faults of a new one."""
-    from ..compile.tracer import Ref
     if s.fn is not np.ascontiguousarray or s.kwargs or len(s.args) != 1 or s.args[0].__class__ is not Ref \
             or s.mutates:
         return False
@@ -786,7 +774,6 @@ def _typed_numbers(args, values):
     Python number to that dtype on every call (NEP 50: the array's dtype wins), a NumPy scalar of it costs
     ~100 ns less. The same value either way; a number that does not fit (an overflow to inf, an integer
     float32 cannot hold exactly) stays as it is."""
-    from ..compile.tracer import Ref
     dts = {values[a.vid].dtype for a in args if a.__class__ is Ref}
     if len(dts) != 1:
         return args
@@ -807,7 +794,6 @@ def _typed_numbers(args, values):
 
 def _takes_out(s):
     """A matmul, ``add.reduce`` or an array's ``max``/``min`` with no out= yet: all write into a given array."""
-    from ..compile.tracer import Ref
     if s.kind != "call" or s.kwargs.get("out") is not None or s.scalar or any(
             v.__class__ is Ref for k, v in s.kwargs.items()):
         return False
@@ -818,7 +804,6 @@ def _takes_out(s):
 def _operands(args, values):
     """The arrays behind a step's arguments (a folded constant is its own value; anything else a stand-in
     with no float dtype)."""
-    from ..compile.tracer import Ref
     return [values[a.vid] if a.__class__ is Ref else a if a.__class__ is np.ndarray else _NOT_ARRAY for a in args]
 
 
@@ -834,7 +819,6 @@ def _ufunc(s, val, values):
     """The ufunc of an operator or one-output ufunc call without keywords on arrays and numbers of numeric or
     bool dtypes, else None: given out= of the traced result's dtype it runs the same loop (NumPy picks
     the loop from the inputs), so it computes the same values into the buffer."""
-    from ..compile.tracer import Ref
     fn = s.fn
     if (s.kind != "call" or s.kwargs or s.mutates or val.__class__ is not np.ndarray or val.ndim == 0
             or val.dtype.kind not in "biuf"):
