@@ -32,6 +32,8 @@ from . import fft
 from . import linalg
 from . import distributed     # cheap: mpi4py is imported by init_process_group(), not here
 from .serialization import save, load
+from .ops import registry as _registry
+globals().update(_registry.names(""))     # every registered op: ag.exp, ag.add, ... (autograd_gpu/ops/registry.py)
 from .compile import compile   # the function; the package stays importable as autograd_gpu.compile.*
 
 __version__ = "0.1.0"

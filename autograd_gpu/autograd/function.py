@@ -54,6 +54,10 @@ class Function:
     # apply then skips switching recording off around it. A subclass must set it again itself.
     _array_forward = False
 
+    # How vmap batches a call (ops/batching.py): a rule ``rule(cls, args, kwargs)``; None runs the op once
+    # per example with a warning (a user's Function). Every built-in op declares one (tests/test_registry.py).
+    batch_rule = None
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "_array_forward" not in cls.__dict__:

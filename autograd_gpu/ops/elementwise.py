@@ -17,6 +17,8 @@ from ..dtypes import scalar_result_dtype, result_type, get_default_dtype, comple
 from .shape import broadcast_shapes, broadcast_to, sum_to
 from ._util import as_tensor
 from ..backends import get_backend as _get_backend
+from . import batching
+from .registry import register, OpTest, UNARY, BINARY
 
 _pycomplex = complex        # the builtin: this module defines complex(real, imag)
 _SQRT_2 = math.sqrt(2.0)
@@ -643,6 +645,7 @@ class Abs(Function):
 
 class Exp(Function):
     _array_forward = True
+    batch_rule = batching.elementwise
 
     @staticmethod
     def forward(ctx, x):
@@ -952,7 +955,8 @@ class Softplus(Function):
         return grad * sigmoid(x)
 
 
-def _unary(cls, op, real_only=False):
+def _unary(cls, op, doc=None, real_only=False):
+    """The public function of a unary op: a number or array becomes a tensor first."""
     def f(x):
         if not isinstance(x, Tensor):
             x = as_tensor(x, op)
@@ -964,13 +968,15 @@ def _unary(cls, op, real_only=False):
         if x.data.dtype.kind == "c":
             _no_complex(x, op)
         return cls.apply(x)
-    g.__name__ = f.__name__ = op
+    g.__name__ = f.__name__ = g.__qualname__ = f.__qualname__ = op
+    if doc:
+        g.__doc__ = f.__doc__ = doc
     return g if real_only else f
 
 
 neg = _unary(Neg, "neg")
 abs = _unary(Abs, "abs")
-exp = _unary(Exp, "exp")
+exp = register(method=True, tests=OpTest(UNARY, ref="np.exp"))(_unary(Exp, "exp", "e ** x, elementwise."))
 expm1 = _unary(Expm1, "expm1")
 log = _unary(Log, "log")
 log1p = _unary(Log1p, "log1p")
@@ -984,7 +990,7 @@ tanh = _unary(Tanh, "tanh")
 sigmoid = _unary(Sigmoid, "sigmoid")
 relu = _unary(Relu, "relu", real_only=True)
 erf = _unary(Erf, "erf", real_only=True)
-for _f, _doc in [(neg, "-x"), (abs, "|x|; the gradient at 0 is 0"), (exp, "e ** x"), (expm1, "e ** x - 1, exact near 0"),
+for _f, _doc in [(neg, "-x"), (abs, "|x|; the gradient at 0 is 0"), (expm1, "e ** x - 1, exact near 0"),
                  (log, "Natural logarithm"), (log1p, "log(1 + x), exact near 0"), (sqrt, "Square root"),
                  (rsqrt, "1 / sqrt(x)"), (square, "x * x"), (sin, "Sine"), (cos, "Cosine"), (tan, "Tangent"),
                  (tanh, "Hyperbolic tangent"), (sigmoid, "1 / (1 + exp(-x)), computed without overflow"),

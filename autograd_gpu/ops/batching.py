@@ -1,0 +1,575 @@
+"""Batching for vmap: BatchedTensor, the helpers a batching rule is written with, and the generic rules.
+
+An op declares its rule on its Function class (``batch_rule = batching.elementwise``, or a rule written
+beside the op with the helpers below); ``func/vmap.py`` (the transform) sends a call with a BatchedTensor
+argument to ``batched_apply``, which runs the class's rule. How the rules see tensors is explained in
+func/vmap.py's docstring. This module is in the ops layer because the rules call ops (reshape,
+broadcast_to, stack); it imports the shape ops inside functions because ops/shape.py declares its rules here.
+"""
+import itertools
+import warnings
+
+from ..tensor import Tensor
+
+_new = object.__new__
+_sizes = []            # batch size of each active level; level k (1-based) is _sizes[k - 1]
+_warned = set()        # ops whose fallback warning was shown
+
+
+# --------------------------------------------------------------------------- BatchedTensor
+class _LogicalArray:
+    """What ``BatchedTensor.data`` gives: the logical metadata of the array (shape, dtype, size, ndim),
+    so wrappers that read ``x.data.shape`` keep working; reading values raises a clear error."""
+    __slots__ = ("shape", "dtype", "_phys")
+
+    def __init__(self, shape, dtype, phys):
+        self.shape, self.dtype, self._phys = shape, dtype, phys
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: _prod(self.shape))
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+    base = property(lambda self: self._phys)     # treated as a view: whoever needs its own copy clones
+    flags = property(lambda self: self._phys.flags)
+
+    def _refuse(self, *args, **kwargs):
+        raise RuntimeError("vmap: an operation read or wrote the values of a batched tensor directly (its .data: "
+                           "in-place ops and some helpers do), which vmap cannot batch; use out-of-place Tensor "
+                           "ops, or move that step outside vmap")
+
+    __getattr__ = __array__ = __getitem__ = __setitem__ = __iter__ = __len__ = __bool__ = _refuse
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __add__ = __sub__ = __mul__ = __truediv__ = _refuse
+    __radd__ = __rsub__ = __rmul__ = __rtruediv__ = __neg__ = __pow__ = __matmul__ = __and__ = __or__ = _refuse
+    __hash__ = None
+
+
+class BatchedTensor(Tensor):
+    """A Tensor inside vmap: logical shape without the batch dims; the physical tensor ``_bbase`` has one
+    leading dim per level in ``_blevels`` (sorted). Autograd state lives on the physical tensor."""
+
+    @property
+    def data(self):
+        b = self._bbase.data
+        return _LogicalArray(b.shape[len(self._blevels):], b.dtype, b)
+
+    @data.setter
+    def data(self, value):
+        raise RuntimeError("vmap: in-place operations on a batched tensor are not supported inside vmap; "
+                           "use the out-of-place op (x = x + y rather than x += y)")
+
+    shape = property(lambda self: self._bbase.data.shape[len(self._blevels):])
+    ndim = property(lambda self: self._bbase.data.ndim - len(self._blevels))
+    dtype = property(lambda self: self._bbase.data.dtype)
+
+    @property
+    def requires_grad(self):
+        return self._bbase.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self._bbase.requires_grad = value
+
+    @property
+    def grad_fn(self):
+        return self._bbase.grad_fn
+
+    @grad_fn.setter
+    def grad_fn(self, value):
+        self._bbase.grad_fn = value
+
+    @property
+    def grad(self):
+        g = self._bbase.grad
+        return None if g is None else _wrap(g, self._blevels)
+
+    def requires_grad_(self, requires_grad=True):
+        self._bbase.requires_grad_(requires_grad)
+        return self
+
+    def detach(self):
+        return _wrap(self._bbase.detach(), self._blevels)
+
+    def _copy(self):
+        return _wrap(self._bbase._copy(), self._blevels)
+
+    def _ones_like(self):
+        return _wrap(self._bbase._ones_like(), self._blevels)
+
+    def version_counter(self):
+        return self._bbase.version_counter()
+
+    def _refuse(self, *args, **kwargs):
+        raise RuntimeError(f"vmap: cannot read the values of a batched tensor (logical shape {self.shape}) inside "
+                           "vmap (.item(), .numpy(), bool(), float(), printing); each example has its own "
+                           "value. Return it from the vmapped function instead")
+
+    item = numpy = tolist = __array__ = __bool__ = __float__ = __int__ = __index__ = _refuse
+
+    def __repr__(self):
+        return f"BatchedTensor(shape={self.shape}, dtype={self.dtype}, levels={self._blevels}, device={self.device})"
+
+
+def _wrap(base, levels):
+    if not levels:
+        return base
+    t = _new(BatchedTensor)
+    t._bbase = base
+    t._blevels = levels
+    t.device = base.device
+    return t
+
+
+def _levels(t):
+    return t._blevels if t.__class__ is BatchedTensor else ()
+
+
+def _phys(t):
+    return t._bbase if t.__class__ is BatchedTensor else t
+
+
+def physical(t):
+    """The physical tensor behind a BatchedTensor (t itself otherwise)."""
+    return _phys(t)
+
+
+def _prod(xs):
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _union(ts):
+    s = set()
+    for t in ts:
+        if t.__class__ is BatchedTensor:
+            s.update(t._blevels)
+    return tuple(sorted(s))
+
+
+def _align(t, levels, nd):
+    """t's physical tensor with one leading dim per level in ``levels`` (size 1 where t is not batched
+    there) and its logical dims right-aligned to ``nd`` dims (leading 1s): ready to broadcast."""
+    from ..ops.shape import reshape
+    own, base = _levels(t), _phys(t)
+    logical = base.shape[len(own):]
+    shape = tuple(_sizes[lv - 1] if lv in own else 1 for lv in levels) + (1,) * (nd - len(logical)) + logical
+    return base if shape == base.shape else reshape(base, shape)
+
+
+def _expand(t, levels, shape):
+    """t aligned to ``levels`` and broadcast to the batch sizes + logical ``shape``."""
+    from ..ops.shape import broadcast_to
+    p = _align(t, levels, len(shape))
+    full = tuple(_sizes[lv - 1] for lv in levels) + tuple(shape)
+    return p if p.shape == full else broadcast_to(p, full)
+
+
+def _bsizes(levels):
+    return tuple(_sizes[lv - 1] for lv in levels)
+
+
+def _wrap_out(out, levels):
+    if isinstance(out, tuple):
+        return tuple(_wrap(o, levels) for o in out)
+    return _wrap(out, levels)
+
+
+# --------------------------------------------------------------------------- dispatch
+def has_batched(args, kwargs):
+    for a in args:
+        if a.__class__ is BatchedTensor:
+            return True
+    if kwargs:
+        for a in kwargs.values():
+            if a.__class__ is BatchedTensor:
+                return True
+    return False
+
+
+def batched_apply(cls, args, kwargs):
+    """Function.apply for a call with BatchedTensor arguments: the class's ``batch_rule``; a rule may
+    answer NotImplemented for a call it cannot batch (then, as for a Function without a rule, such as a
+    user's own, the op runs once per example with a one-time warning)."""
+    rule = cls.batch_rule
+    if rule is None:
+        for k in cls.__mro__:           # TEMP: the string table below, until every op declares its rule
+            rule = _RULES.get(k)
+            if rule is not None:
+                break
+    if rule is not None:
+        out = rule(cls, args, kwargs)
+        if out is not NotImplemented:
+            return out
+    return _loop(cls, args, kwargs)
+
+
+def batched_constant(fn, args):
+    """A graph constant computed on arrays (comparisons, floor, sign...: ops/elementwise.py) with batched
+    operands: fn on the physical arrays, aligned like an elementwise op's."""
+    from ..ops.shape import broadcast_shapes
+    ts = _tensors(args)
+    levels = _union(ts)
+    shape = broadcast_shapes(*(t.shape for t in ts)) if len(ts) > 1 else ts[0].shape
+    arrays = []
+    for a in args:
+        if isinstance(a, Tensor):
+            p = _align(a.detach(), levels, len(shape)).data
+            a = a.device.backend.xp.broadcast_to(p, _bsizes(levels) + tuple(shape))
+        arrays.append(a)
+    return _wrap(Tensor._make(fn(*arrays), ts[0].device), levels)
+
+
+def _loop(cls, args, kwargs, warn=True):
+    """The fallback: the op once per example (a Python loop), results stacked along the batch dims."""
+    from ..ops.shape import stack, reshape
+    name = cls.__name__
+    if warn and name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"vmap: no batching rule for {name}; running it once per example in a Python loop "
+                      "(correct, but slow)", stacklevel=4)
+    levels = _union(list(args) + list(kwargs.values()))
+    sizes = _bsizes(levels)
+
+    def pick(a, idx):
+        if a.__class__ is not BatchedTensor:
+            return a
+        own = a._blevels
+        return a._bbase[tuple(i for lv, i in zip(levels, idx) if lv in own)]
+
+    results = []
+    for idx in itertools.product(*(range(s) for s in sizes)):
+        results.append(cls.apply(*(pick(a, idx) for a in args), **{k: pick(v, idx) for k, v in kwargs.items()}))
+    first = results[0]
+    if isinstance(first, tuple):
+        return tuple(_wrap(reshape(stack([r[i] for r in results]), sizes + first[i].shape), levels)
+                     for i in range(len(first)))
+    return _wrap(reshape(stack(results), sizes + first.shape), levels)
+
+
+# --------------------------------------------------------------------------- rules
+_RULES = {}
+
+
+def _rule(*names):
+    """Register a rule for the Functions named ``module:Class`` (imported lazily, so that ops modules
+    never import this one)."""
+    def deco(fn):
+        _PENDING.append((names, fn))
+        return fn
+    return deco
+
+
+_PENDING = []
+
+
+def _load_rules():
+    import importlib
+    for names, fn in _PENDING:
+        for n in names:
+            mod, cls = n.split(":")
+            # a renamed or missing class is an error, never a silent loss of its rule
+            _RULES[getattr(importlib.import_module("autograd_gpu." + mod), cls)] = fn
+    _PENDING.clear()
+
+
+def _tensors(args):
+    return [a for a in args if isinstance(a, Tensor)]
+
+
+@_rule(*("ops.elementwise:" + n for n in (
+    "Abs Add AddScalar Clamp ClampTensor Cos Div DivScalar Elu Erf Exp Expm1 LeakyRelu Log Log1p Maximum Minimum "
+    "Mul MulScalar Neg Pow PowScalar RDivScalar RPowScalar RSubScalar Relu ReluBackward Rsqrt Sigmoid "
+    "SigmoidBackward Sin Softplus Sqrt Square Sub Tan Tanh TanhBackward Where Conj Real Imag Angle Complex").split()),
+       "ops.misc:Alias", "ops.misc:Cast", "ops.misc:Clone", "ops.misc:ToDevice", "ops.shape:Contiguous",
+       "nn.functional:BinaryCrossEntropy")
+def _elementwise(cls, args, kwargs):
+    """Elementwise ops that broadcast: every tensor operand expanded to the batch dims + the broadcast
+    logical shape (their backwards return grad as is, so operands must match exactly)."""
+    from ..ops.shape import broadcast_shapes
+    ts = _tensors(args)
+    levels = _union(ts)
+    shape = broadcast_shapes(*(t.shape for t in ts)) if len(ts) > 1 else ts[0].shape
+    phys = [_expand(a, levels, shape) if isinstance(a, Tensor) else a for a in args]
+    return _wrap_out(cls.apply(*phys, **kwargs), levels)
+
+
+def _shift(axes, nb):
+    """Axis arguments past the batch dims (negative ones count from the end: unchanged)."""
+    if axes is None:
+        return None
+    if isinstance(axes, int):
+        return axes + nb if axes >= 0 else axes
+    return tuple(a + nb if a >= 0 else a for a in axes)
+
+
+@_rule("ops.reduction:Sum", "ops.reduction:_MaxMin", "ops.reduction:LogSumExp", "ops.reduction:Prod",
+       "ops.reduction:_Norm2")
+def _reduction(cls, args, kwargs):
+    x, axes, keep = args
+    nb = len(x._blevels)
+    if axes is None:
+        axes = tuple(range(x.ndim))
+    return _wrap_out(cls.apply(x._bbase, _shift(axes, nb), keep), x._blevels)
+
+
+def _unary_axis(cls, args, kwargs, pos):
+    """Ops (x, ..., axis at ``pos``, ...) whose only tensor is x and whose axis argument is shifted."""
+    x = args[0]
+    a = list(args)
+    a[0] = x._bbase
+    a[pos] = _shift(a[pos], len(x._blevels))
+    return _wrap_out(cls.apply(*a), x._blevels)
+
+
+_rule("ops.reduction:CumSum", "nn.functional:Softmax", "nn.functional:LogSoftmax")(
+    lambda cls, args, kwargs: _unary_axis(cls, args, kwargs, 1))
+_rule("ops.shape:Split")(lambda cls, args, kwargs: _unary_axis(cls, args, kwargs, 2))
+_rule("ops.shape:Flip")(lambda cls, args, kwargs: _unary_axis(cls, args, kwargs, 1))
+
+
+@_rule("ops.shape:Roll")
+def _roll(cls, args, kwargs):
+    x, shifts, dims = args
+    if dims is None:
+        if x.ndim != 1:
+            return NotImplemented
+        dims = 0
+    return _unary_axis(cls, (x, shifts, dims), kwargs, 2)
+
+
+@_rule("ops.shape:Reshape")
+def _reshape(cls, args, kwargs):
+    x, shape = args
+    return _wrap(cls.apply(x._bbase, _bsizes(x._blevels) + tuple(shape)), x._blevels)
+
+
+@_rule("ops.shape:Permute")
+def _permute(cls, args, kwargs):
+    x, axes = args
+    nb = len(x._blevels)
+    return _wrap(cls.apply(x._bbase, tuple(range(nb)) + _shift(axes, nb)), x._blevels)
+
+
+@_rule("ops.shape:BroadcastTo")
+def _broadcast_to(cls, args, kwargs):
+    x, shape = args
+    p = _align(x, x._blevels, len(shape))
+    return _wrap(cls.apply(p, _bsizes(x._blevels) + tuple(shape)), x._blevels)
+
+
+@_rule("ops.shape:SumTo")
+def _sum_to(cls, args, kwargs):
+    from ..ops.shape import reshape
+    x, shape = args
+    b = _bsizes(x._blevels)
+    padded = (1,) * (x.ndim - len(shape)) + tuple(shape)     # the batch dims must not count as leading
+    out = cls.apply(x._bbase, b + padded)
+    return _wrap(reshape(out, b + tuple(shape)), x._blevels)
+
+
+@_rule("ops.shape:Pad")
+def _pad(cls, args, kwargs):
+    x, widths, value = args
+    return _wrap(cls.apply(x._bbase, ((0, 0),) * len(x._blevels) + tuple(widths), value), x._blevels)
+
+
+@_rule("ops.shape:Tile")
+def _tile(cls, args, kwargs):
+    x, reps = args
+    nd = max(x.ndim, len(reps))
+    reps = (1,) * (len(x._blevels) + nd - len(reps)) + tuple(reps)
+    return _wrap(cls.apply(_align(x, x._blevels, nd), reps), x._blevels)
+
+
+@_rule("ops.shape:Concatenate")
+def _concatenate(cls, args, kwargs):
+    axis, xs = args[0], args[1:]
+    levels = _union(xs)
+    return _wrap(cls.apply(axis + len(levels), *(_expand(x, levels, x.shape) for x in xs)), levels)
+
+
+@_rule("ops.indexing:GetItem")
+def _getitem(cls, args, kwargs):
+    x, idx, basic = args
+    if not basic:
+        # NumPy moves advanced indices that are not next to each other to the front; keep it simple
+        adv = [k for k, i in enumerate(idx) if not (i is None or i is Ellipsis or isinstance(i, (slice, int)))]
+        if adv and adv != list(range(adv[0], adv[0] + len(adv))):
+            return NotImplemented
+    nb = len(x._blevels)
+    return _wrap(cls.apply(x._bbase, (slice(None),) * nb + tuple(idx), basic), x._blevels)
+
+
+@_rule("ops.indexing:IndexAddInto")
+def _index_add_into(cls, args, kwargs):
+    """getitem's backward, reached when a batched cotangent runs the backward (vmap of a vjp)."""
+    grad, shape, idx, basic = args
+    if not basic:
+        adv = [k for k, i in enumerate(idx) if not (i is None or i is Ellipsis or isinstance(i, (slice, int)))]
+        if adv and adv != list(range(adv[0], adv[0] + len(adv))):
+            return NotImplemented
+    b = _bsizes(grad._blevels)
+    return _wrap(cls.apply(grad._bbase, b + tuple(shape), (slice(None),) * len(b) + tuple(idx), basic),
+                 grad._blevels)
+
+
+@_rule("nn.functional:LogSoftmaxBackward")
+def _log_softmax_backward(cls, args, kwargs):
+    grad, y, dim = args
+    levels = _union((grad, y))
+    return _wrap(cls.apply(_expand(grad, levels, grad.shape), _expand(y, levels, y.shape), dim + len(levels)),
+                 levels)
+
+
+@_rule("ops.indexing:Gather")
+def _gather(cls, args, kwargs):
+    x, index, dim = args
+    if isinstance(index, Tensor):
+        return NotImplemented
+    b = _bsizes(x._blevels)
+    xp = x.device.backend.xp
+    return _wrap(cls.apply(x._bbase, xp.broadcast_to(index, b + index.shape), dim + len(b)), x._blevels)
+
+
+@_rule("ops.indexing:ScatterAddInto")
+def _scatter_add_into(cls, args, kwargs):
+    src, index, dim, shape = args
+    if isinstance(index, Tensor):
+        return NotImplemented
+    b = _bsizes(src._blevels)
+    xp = src.device.backend.xp
+    return _wrap(cls.apply(src._bbase, xp.broadcast_to(index, b + index.shape), dim + len(b), b + tuple(shape)),
+                 src._blevels)
+
+
+@_rule("ops.linalg:MatMul")
+def _matmul(cls, args, kwargs):
+    a, b = args
+    levels = _union(args)
+    nd = max(a.ndim, b.ndim)
+    if a.__class__ is BatchedTensor and b.__class__ is not BatchedTensor and a.ndim == 2:
+        # (batch..., n, k) @ (k, m): one GEMM over all rows instead of one per example
+        from ..ops.shape import reshape
+        pa = a._bbase
+        out = cls.apply(reshape(pa, (-1, pa.shape[-1])), b)
+        return _wrap(reshape(out, pa.shape[:-1] + (b.shape[-1],)), levels)
+    return _wrap(cls.apply(_align(a, levels, nd), _align(b, levels, nd)), levels)
+
+
+@_rule("nn.functional:ScaledDotProductAttention")
+def _sdpa(cls, args, kwargs):
+    """Attention broadcasts over leading dims: the vmapped dims go in front of every operand; q takes
+    them all, so the scores have every batch dim the mask may add in place."""
+    q, k, v, mask, scale, keep = args
+    ops = [t for t in (q, k, v, mask) if t is not None]
+    levels = _union(ops)
+    nd = max(t.ndim for t in ops)
+    q = _expand(q, levels, (1,) * (nd - q.ndim) + tuple(q.shape))
+    k, v = _align(k, levels, nd), _align(v, levels, nd)
+    mask = None if mask is None else _align(mask, levels, nd)
+    return _wrap(cls.apply(q, k, v, mask, scale, keep), levels)
+
+
+@_rule("ops.linalg:Einsum")
+def _einsum(cls, args, kwargs):
+    (ins, out), xs = args[0], args[1:]
+    levels = _union(xs)
+    used = set(out).union(*ins)
+    free = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in used)
+    letter = {lv: next(free) for lv in levels}
+    terms = tuple("".join(letter[lv] for lv in _levels(x)) + t for t, x in zip(ins, xs))
+    target = "".join(letter[lv] for lv in levels) + out
+    return _wrap(cls.apply((terms, target), *(_phys(x) for x in xs)), levels)
+
+
+@_rule("nn.functional:Linear")
+def _linear(cls, args, kwargs):
+    x, w, b = args
+    if w.__class__ is BatchedTensor or b.__class__ is BatchedTensor:
+        from ..ops.linalg import matmul          # per-example weights: batched matmul + add
+        y = matmul(x, w.mT)
+        return y if b is None else y + b
+    return _wrap(cls.apply(x._bbase, w, b), x._blevels)
+
+
+@_rule("nn.functional:NllLoss")
+def _nll_loss(cls, args, kwargs):
+    """-coef * logp[i, idx_i], reduced: the column picked with Gather on the physical tensor."""
+    from ..ops.indexing import Gather
+    from ..ops.shape import reshape
+    from ..ops.reduction import sum as _sum
+    logp, idx, coef, reduction = args
+    if isinstance(idx, Tensor) or isinstance(coef, Tensor):
+        return NotImplemented
+    b = _bsizes(logp._blevels)
+    xp = logp.device.backend.xp
+    picked = Gather.apply(logp._bbase, xp.broadcast_to(idx, b + idx.shape), 1 + len(b))
+    neg = Tensor._make(-coef, logp.device)
+    losses = reshape(picked, b + coef.shape) * neg
+    if reduction != "none":
+        losses = _sum(losses, tuple(range(len(b), len(b) + coef.ndim)))
+        if reduction == "mean":
+            losses = losses / Tensor._make(coef.sum(), logp.device)
+    return _wrap(losses, logp._blevels)
+
+
+@_rule("ops.solvers:Inv", "ops.solvers:Det", "ops.solvers:LogAbsDet", "ops.solvers:Cholesky", "ops.solvers:Pinv",
+       "ops.decompositions:Qr", "ops.decompositions:Eigh", "ops.decompositions:Svd",
+       "ops.decompositions:_Svdvals")
+def _stacked_matrices(cls, args, kwargs):
+    """ag.linalg ops on the last two dims of a stack of matrices: the batch dims are more stack dims."""
+    a = args[0]
+    if a.__class__ is not BatchedTensor or any(x.__class__ is BatchedTensor for x in args[1:]):
+        return NotImplemented
+    return _wrap_out(cls.apply(a._bbase, *args[1:], **kwargs), a._blevels)
+
+
+_rule("ops.fft:FFT", "ops.fft:RFFT", "ops.fft:IRFFT")(lambda cls, args, kwargs: _unary_axis(cls, args, kwargs, 1))
+
+
+@_rule("nn.functional:LayerNorm")
+def _layer_norm(cls, args, kwargs):
+    """Normalised over trailing axes, shared weight and bias: the axes shifted past the batch dims."""
+    x, w, b, axes, eps = args
+    if w.__class__ is BatchedTensor or b.__class__ is BatchedTensor:     # per-example affine parameters
+        y = cls.apply(x, None, None, axes, eps)
+        y = y if w is None else y * w
+        return y if b is None else y + b
+    return _wrap(cls.apply(x._bbase, w, b, _shift(axes, len(x._blevels)), eps), x._blevels)
+
+
+def _fold_batch(cls, args, kwargs):
+    """Image ops (x of shape (N, C, H, W), unbatched parameters): the batch dims folded into N."""
+    from ..ops.shape import reshape
+    x = args[0]
+    if any(a.__class__ is BatchedTensor for a in args[1:]):
+        return NotImplemented
+    p = x._bbase
+    b = _bsizes(x._blevels)
+    out = cls.apply(reshape(p, (-1,) + p.shape[len(b) + 1:]), *args[1:])
+    return _wrap(reshape(out, b + (p.shape[len(b)],) + out.shape[1:]), x._blevels)
+
+
+_rule("ops.conv:Conv2d", "ops.conv:MaxPool2d", "ops.conv:WindowSum")(_fold_batch)
+
+
+
+# --------------------------------------------------------------------------- the rules ops declare
+def loop(cls, args, kwargs):
+    """The declared fallback for an op with no sensible batching rule: once per example, no warning."""
+    return _loop(cls, args, kwargs, warn=False)
+
+
+def unary_axis(pos):
+    """The rule of an op on one tensor whose axis argument sits at position ``pos`` of the call."""
+    def rule(cls, args, kwargs):
+        return _unary_axis(cls, args, kwargs, pos)
+    rule.__name__ = f"unary_axis_{pos}"
+    return rule
+
+
+elementwise = _elementwise
+reduction = _reduction
+fold_batch = _fold_batch
+stacked_matrices = _stacked_matrices

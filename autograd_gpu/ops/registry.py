@@ -1,0 +1,184 @@
+"""The op registry: one registration per public op, read by everything that lists ops.
+
+An op is written in one place: its Function (forward and backward side by side, with its vmap rule as
+the class attribute ``batch_rule``) and one ``@register`` on its public function, right below it::
+
+    class Exp(Function):
+        batch_rule = batching.elementwise
+        ...
+
+    @register(method=True, tests=OpTest(UNARY, ref="np.exp"))
+    def exp(x):
+        \"\"\"Elementwise e**x.\"\"\"
+        return Exp.apply(x)
+
+What reads the registration:
+- the package namespaces: ``ag.exp`` (and ``ag.linalg.*``, ``ag.fft.*``, ``F.*`` for the other
+  namespaces) come from ``names(namespace)``;
+- Tensor methods and operators: bound on ``Tensor`` when the op registers (``methods()`` lists them);
+- the op table of the tests: ``autograd_gpu/testing/op_db.py`` turns every ``OpTest`` into an entry
+  (forward against NumPy, gradcheck, gradgradcheck, cuda against cpu);
+- the op reference ``docs/ops.md``: ``python tools/gen_op_docs.py`` writes it from ``docs_markdown()``,
+  and a test fails when it is out of date.
+
+Mistakes are errors at import (a name registered twice, a method bound twice, no docs line) or in the
+tests (an op with neither tests nor a stated reason, a NumPy reference name that does not exist, a
+built-in Function without ``batch_rule``), never a silent fallback. This module is plain data: no
+NumPy (references are named, or written as ``f(np, *arrays)``, and resolved by the testing layer).
+"""
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..dtypes import float32, float64
+from ..tensor import Tensor
+
+__all__ = ["OpTest", "OpDef", "register", "ops", "names", "methods", "docs_markdown", "UNARY", "BINARY"]
+
+NAMESPACES = {"": "ag", "linalg": "ag.linalg", "fft": "ag.fft", "nn.functional": "F"}
+
+# sample shapes most op-table entries use: a matrix, a 0-d tensor, an empty one, one that broadcasts
+UNARY = (((3, 4),), ((),), ((0, 3),), ((2, 1, 3),))
+BINARY = (((2, 3), (2, 3)), ((2, 3), (3,)), ((), (4,)), ((3, 1), (1, 4)), ((2, 0), (2, 1)))
+
+
+@dataclass(frozen=True)
+class OpTest:
+    """One entry of the op table, declared with the op.
+
+    ``samples``: input shapes per sample, e.g. ``(((3, 4),), ((),))`` for a unary op.
+    ``ref``: the same call on NumPy arrays: a name resolved by the testing layer (``"np.exp"``,
+    ``"refs.conv2d"`` for autograd_gpu/testing/refs.py) or a callable ``f(np, *arrays)``; None = no
+    forward check. ``op``: Tensors -> Tensor (keyword arguments go in a lambda); the registered function
+    when omitted. ``name``: the test id; the op's name when omitted. The rest as in the op table:
+    inputs drawn from ``domain`` and kept away from ``avoid``, ``kinds`` per input (None float, "int",
+    "bool", "index:N", "real"), ``tol`` per dtype, ``grad``/``gradgrad`` for the finite-difference checks.
+    """
+    samples: tuple
+    ref: object = None
+    op: Callable | None = None
+    name: str | None = None
+    domain: tuple = (-2.0, 2.0)
+    avoid: tuple = ()
+    dtypes: tuple = (float32, float64)
+    grad: bool = True
+    gradgrad: bool = True
+    tol: dict = field(default_factory=dict)
+    kinds: tuple | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.samples, (tuple, list)) or not self.samples:
+            raise TypeError(f"OpTest: expected samples as a non-empty tuple of shape tuples, got {self.samples!r}")
+        if self.ref is not None and not isinstance(self.ref, str) and not callable(self.ref):
+            raise TypeError(f"OpTest: ref must be a name ('np.exp') or a callable f(np, *arrays), got {self.ref!r}")
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """What one registration declares (see the module docstring)."""
+    name: str
+    fn: Callable
+    namespace: str
+    doc: str
+    methods: dict           # Tensor attribute name -> callable bound to it
+    aliases: tuple
+    tests: tuple
+    untested: str | None
+    module: str
+
+    @property
+    def qualname(self):
+        prefix = NAMESPACES[self.namespace]
+        return f"{prefix}.{self.name}"
+
+
+_OPS = {}            # (namespace, name) -> OpDef, in registration order
+_NAMES = {}          # (namespace, public name or alias) -> OpDef
+_METHODS = {}        # Tensor attribute -> (OpDef, callable)
+_CLASS_ATTRS = frozenset(k for k in vars(Tensor) if not k.startswith("__"))   # what the class defines itself
+
+
+def register(name=None, *, namespace="", method=False, methods=None, aliases=(), tests=(), untested=None,
+             doc=None):
+    """Register the decorated public function as an op (returned unchanged).
+
+    name: the public name (the function's own name when None). namespace: "" for ``ag.*``, or "linalg",
+    "fft", "nn.functional". method: True binds the function as the Tensor method of the same name; a name
+    or a tuple of names (operators included, "__add__") binds it under those. methods: {name: callable}
+    for Tensor methods whose signature differs (``x.reshape(2, 3)``, ``__rsub__``). aliases: other public
+    names of the same function (``divide`` for ``div``). tests: an OpTest or a sequence of them; an op
+    without tests gives the reason in ``untested``. doc: the docs line (the docstring's first line when
+    None).
+    """
+    def deco(fn):
+        n = name or fn.__name__
+        if namespace not in NAMESPACES:
+            raise ValueError(f"register({n}): namespace must be one of {sorted(NAMESPACES)}, got {namespace!r}")
+        line = doc or (fn.__doc__ or "").strip().split("\n")[0].strip()
+        if not line:
+            raise ValueError(f"register({n}): no docs line; give the function a docstring or pass doc=")
+        ts = (tests,) if isinstance(tests, OpTest) else tuple(tests)
+        for t in ts:
+            if not isinstance(t, OpTest):
+                raise TypeError(f"register({n}): tests must be OpTest entries, got {type(t).__name__}")
+        if ts and untested:
+            raise ValueError(f"register({n}): pass tests or untested=reason, not both")
+        bound = {}
+        names_ = (n,) if method is True else (method,) if isinstance(method, str) else tuple(method or ())
+        for m in names_:
+            bound[m] = fn
+        for m, f in (methods or {}).items():
+            bound[m] = f
+        d = OpDef(n, fn, namespace, line, bound, tuple(aliases), ts, untested, fn.__module__)
+        for public in (n,) + d.aliases:          # check everything first: a refused op leaves no trace
+            prev = _NAMES.get((namespace, public))
+            if prev is not None and prev.fn is not fn:
+                raise ValueError(f"register: {NAMESPACES[namespace]}.{public} is registered twice "
+                                 f"({prev.module} and {d.module})")
+        for m, f in bound.items():
+            prev = _METHODS.get(m)
+            if prev is not None and prev[1] is not f:
+                raise ValueError(f"register({n}): Tensor.{m} is already bound by {prev[0].qualname}")
+            if prev is None and m in _CLASS_ATTRS:
+                raise ValueError(f"register({n}): Tensor.{m} is defined by the Tensor class itself")
+        for public in (n,) + d.aliases:
+            _NAMES[namespace, public] = d
+        for m, f in bound.items():
+            _METHODS[m] = (d, f)
+            setattr(Tensor, m, f)
+        _OPS[namespace, n] = d
+        return fn
+    return deco
+
+
+def ops(namespace=None):
+    """Every registration (of one namespace when given), in registration order."""
+    return [d for (ns, _), d in _OPS.items() if namespace is None or ns == namespace]
+
+
+def names(namespace=""):
+    """{public name: function} of a namespace, aliases included: what its module exports."""
+    return {public: d.fn for (ns, public), d in _NAMES.items() if ns == namespace}
+
+
+def methods():
+    """{Tensor attribute: callable} that the registrations bind."""
+    return {m: f for m, (_, f) in _METHODS.items()}
+
+
+def docs_markdown():
+    """The op reference (docs/ops.md), generated from the registrations."""
+    out = ["# Op reference", "",
+           "Generated from the op registrations by `python tools/gen_op_docs.py`; do not edit by hand.",
+           "Each op: its public name, its Tensor methods, what it computes.", ""]
+    for ns, prefix in NAMESPACES.items():
+        ds = sorted(ops(ns), key=lambda d: d.name)
+        if not ds:
+            continue
+        out += [f"## `{prefix}`", "", "| op | Tensor methods | what it computes |", "|---|---|---|"]
+        for d in ds:
+            public = ", ".join(f"`{prefix}.{a}`" for a in (d.name,) + d.aliases)
+            ms = ", ".join(f"`{m}`" for m in d.methods)
+            line = d.doc.replace("|", "\\|")
+            out.append(f"| {public} | {ms} | {line} |")
+        out.append("")
+    return "\n".join(out)
