@@ -7,8 +7,12 @@ from . import sync as _sync
 class Backend:
     """One device's array namespace plus the kernels where NumPy and CuPy differ.
 
-    Subclasses define: asarray, to_host, from_dlpack, scalar, synchronize, format, scatter_add, erf, sigmoid, matmul,
-    seed, get_rng_state, set_rng_state, rand, randn, randint, permutation.
+    Subclasses set ``xp`` and:
+    - ``name``: "numpy" or "cupy", the key callers choose kernels by (fusers.get_fuser, nn.functional);
+    - ``weak_scalars``: True when ``xp`` keeps a Python number weak (float32 array * 2.5 stays float32),
+      False when operands must go through ``scalar()`` to keep the array's dtype;
+    and define: asarray, to_host, from_dlpack, scalar, synchronize, format, scatter_add, erf, sigmoid, matmul,
+    seed, get_rng_state, set_rng_state, rand, randn, randint, permutation. ``discard_checks`` is below.
     """
 
     xp = None
@@ -53,6 +57,10 @@ class Backend:
         becomes the 0-d integer array ``value`` (the offending entry). The CPU checks now."""
         if not bool(ok):
             raise exc_type(message.replace("{value}", str(None if value is None else value.item())))
+
+    def discard_checks(self):
+        """Forget the device-side checks not yet read (the test suite does so between tests); the CPU
+        checks at once, so has none."""
 
     def check_range(self, a, low, high, exc_type, message):
         """``exc_type(message)`` unless every entry of the integer array ``a`` is in [low, high); "{value}"

@@ -2,9 +2,10 @@
 
 ``get_fuser(backend)`` returns an object with ``plan(steps, inputs, keep, values, emitter) ->
 (steps, n_fused, n_buffers)`` that may rewrite a trace's steps (fused elementwise kernels, output
-buffers planned by liveness), or None: the program then replays the steps as recorded. The CPU fuser
-lives in fuse_cpu.py; a CUDA fuser (generated ElementwiseKernels, graph capture) would be registered
-here the same way.
+buffers planned by liveness), or None: the program then replays the steps as recorded. Two are
+registered, each by its module on import, which get_fuser does on first use: fuse_cpu.py for "numpy"
+(block kernels split over the cores, numexpr for broadcasting runs) and fuse_cuda.py for "cupy"
+(generated ElementwiseKernels and ReductionKernels, the replay captured as a CUDA graph where CUDA allows).
 """
 
 __all__ = ["get_fuser", "register_fuser"]
