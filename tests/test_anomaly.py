@@ -43,6 +43,7 @@ def test_detect_anomaly_as_decorator_and_nodes_keep_no_trace_when_off():
 
 
 @pytest.mark.gpu
+@pytest.mark.device_index
 def test_anomaly_check_on_the_second_gpu_while_the_first_is_current():
     if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
         pytest.skip("needs two GPUs (or the stand-in's two)")

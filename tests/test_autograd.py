@@ -395,6 +395,7 @@ def test_clamp_with_tensor_bounds_passes_the_gradient_at_the_boundary():
 
 
 @pytest.mark.gpu
+@pytest.mark.device_index
 def test_backward_on_the_second_gpu_while_the_first_is_current():
     # gradients summed in the engine (a node or a leaf reached twice, .grad accumulated) on cuda:1
     if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
@@ -412,6 +413,7 @@ def test_backward_on_the_second_gpu_while_the_first_is_current():
 
 
 @pytest.mark.gpu
+@pytest.mark.device_index
 def test_retain_grad_on_the_second_gpu_while_the_first_is_current():
     # the retained gradient is a copy: it must be made on the tensor's GPU (CuPy copies to the current one)
     if not ag.cuda.is_available() or ag.cuda.device_count() < 2:

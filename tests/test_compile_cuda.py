@@ -206,6 +206,7 @@ def test_device_side_checks_inside_a_graph_raise_at_the_next_read(cuda):
     assert float(f(x, good).item()) > 0            # the check was read and cleared: later calls are fine
 
 
+@pytest.mark.device_index
 def test_a_program_on_the_second_gpu_runs_its_kernels_and_graph_there(cuda):
     if ag.cuda.device_count() < 2:
         pytest.skip("needs two GPUs (the stand-in simulates two)")

@@ -441,6 +441,7 @@ def test_cuda_without_cupy_or_gpu_says_what_is_missing_and_how_to_install():
 @pytest.mark.skipif(not ag.cuda.is_available(), reason="CuPy or a CUDA GPU is missing")
 @pytest.mark.parametrize("op", [lambda a, b: a + b, lambda a, b: a @ b, ag.maximum,
                                 lambda a, b: ag.cat([a, b]), lambda a, b: ag.where(a > 0, a, b)])
+@pytest.mark.device_index
 def test_mixing_devices_names_both(op):
     a, b = ag.ones(3, 3, requires_grad=True), ag.ones(3, 3, device="cuda")
     with pytest.raises(RuntimeError, match=r"cpu.*cuda:0|cuda:0.*cpu"):

@@ -75,6 +75,7 @@ def test_cross_entropy_gradient_is_softmax_minus_target(device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("weight", [False, True])
+@pytest.mark.device_index
 def test_cross_entropy_on_the_second_gpu_while_the_first_is_current(weight):
     if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
         pytest.skip("needs two GPUs (or the stand-in's two)")

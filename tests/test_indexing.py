@@ -127,18 +127,24 @@ def test_index_select_needs_a_1d_index():
 
 
 @pytest.mark.skipif(not ag.cuda.is_available(), reason="needs a CUDA device to mix devices")
+@pytest.mark.gpu
+@pytest.mark.device_index
 def test_index_on_another_device_raises():
     with pytest.raises(RuntimeError, match="getitem: .*cuda:0.*cpu"):
         ag.zeros(3, device="cuda")[ag.tensor([0, 1])]
 
 
 @pytest.mark.skipif(not ag.cuda.is_available(), reason="needs a CUDA device to mix devices")
+@pytest.mark.gpu
+@pytest.mark.device_index
 def test_gather_index_on_another_device_raises():
     with pytest.raises(RuntimeError, match="gather: .*cpu.*cuda:0"):
         ag.gather(ag.zeros(2, 3), 1, ag.tensor([[0], [1]], device="cuda"))
 
 
 @pytest.mark.skipif(not ag.cuda.is_available(), reason="needs a CUDA device to mix devices")
+@pytest.mark.gpu
+@pytest.mark.device_index
 def test_setitem_value_on_another_device_raises():
     x = ag.zeros(3)
     with pytest.raises(RuntimeError, match="setitem: .*cpu.*cuda:0"):

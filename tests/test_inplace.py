@@ -75,6 +75,8 @@ def test_results_a_tensor_cannot_hold_raise_as_before(device):
         x.add_(ag.ones((2, 3), device=device))
 
 
+@pytest.mark.gpu
+@pytest.mark.device_index
 def test_operand_on_another_device_raises():
     x = ag.zeros(2)
     other = ag.ones(2, device="cuda") if ag.cuda.is_available() else None
@@ -117,6 +119,7 @@ def test_number_operand_with_alpha_while_recording(op, sign, device):
 
 
 @pytest.mark.gpu
+@pytest.mark.device_index
 def test_updates_on_the_second_gpu_while_the_first_is_current():
     if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
         pytest.skip("needs two GPUs (or the stand-in's two)")
@@ -129,6 +132,7 @@ def test_updates_on_the_second_gpu_while_the_first_is_current():
 
 
 @pytest.mark.gpu
+@pytest.mark.device_index
 def test_recorded_update_on_the_second_gpu_while_the_first_is_current():
     if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
         pytest.skip("needs two GPUs (or the stand-in's two)")

@@ -32,6 +32,8 @@ def test_matmul_with_python_scalar_raises():
 
 
 @pytest.mark.skipif(not ag.cuda.is_available(), reason="needs a CUDA device to mix devices")
+@pytest.mark.gpu
+@pytest.mark.device_index
 def test_matmul_across_devices_names_both_devices():
     with pytest.raises(RuntimeError, match="cpu.*cuda:0"):
         ag.matmul(ag.ones(2, 2), ag.ones(2, 2, device="cuda"))

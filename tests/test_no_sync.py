@@ -71,6 +71,7 @@ def _train_step(model, opt, loss_fn, clip=None):
     return loss
 
 
+@pytest.mark.device_index
 def test_mlp_adam_step_with_clipping_makes_no_transfer_and_item_makes_one(cuda):
     model, x, y = _mlp_batch(cuda)
     opt = optim.Adam(model.parameters(), lr=1e-3)
@@ -84,6 +85,7 @@ def test_mlp_adam_step_with_clipping_makes_no_transfer_and_item_makes_one(cuda):
     assert np.isfinite(value)
 
 
+@pytest.mark.device_index
 def test_cnn_sgd_momentum_step_makes_no_transfer(cuda):
     ag.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
@@ -100,6 +102,7 @@ def test_cnn_sgd_momentum_step_makes_no_transfer(cuda):
     t.assert_count(1)
 
 
+@pytest.mark.device_index
 def test_embedding_nll_and_bce_steps_make_no_transfer(cuda):
     ag.manual_seed(0)
     emb = nn.Embedding(10, 6, padding_idx=0).to(cuda)
@@ -131,6 +134,7 @@ def test_embedding_nll_and_bce_steps_make_no_transfer(cuda):
     (lambda d: F.binary_cross_entropy(ag.tensor([0.5, 1.5], device=d), ag.tensor([0.0, 1.0], device=d)),
      ValueError, "binary_cross_entropy"),
 ])
+@pytest.mark.device_index
 def test_bad_labels_raise_naming_the_op_at_the_next_read(cuda, make_bad, exc, op):
     with transfers() as t:
         loss = make_bad(cuda)                   # checked on the device: no sync here
@@ -140,12 +144,14 @@ def test_bad_labels_raise_naming_the_op_at_the_next_read(cuda, make_bad, exc, op
     assert np.isfinite(ag.ones(1, device=cuda).sum().item())    # reported once, then cleared
 
 
+@pytest.mark.device_index
 def test_bad_labels_raise_at_synchronize_too(cuda):
     F.cross_entropy(ag.randn(2, 3, device=cuda), ag.tensor([0, 7], device=cuda))
     with pytest.raises(IndexError, match="cross_entropy: .*7"):
         ag.cuda.synchronize()
 
 
+@pytest.mark.device_index
 def test_declared_syncs_warn_or_raise_by_mode(cuda):
     x = ag.arange(6.0, device=cuda)
     mask = x > 2
@@ -172,6 +178,7 @@ def test_sync_debug_mode_values():
     ag.cuda.set_sync_debug_mode("default")
 
 
+@pytest.mark.device_index
 def test_train_mlp_example_runs_an_epoch_under_sync_error_mode(cuda, monkeypatch, tmp_path, capsys):
     monkeypatch.syspath_prepend(str(EXAMPLES))
     monkeypatch.setattr(sys, "argv", ["train_mlp.py", "--device", cuda, "--epochs", "1",
@@ -181,6 +188,7 @@ def test_train_mlp_example_runs_an_epoch_under_sync_error_mode(cuda, monkeypatch
     assert "test accuracy" in capsys.readouterr().out
 
 
+@pytest.mark.device_index
 def test_bool_scalar_indices_are_declared_syncs(cuda):
     x = ag.arange(6.0, device=cuda).reshape(2, 3).requires_grad_()
     ag.cuda.set_sync_debug_mode("error")

@@ -202,6 +202,7 @@ def test_deepcopy_copies_leaves_with_their_grad_and_keeps_sharing():
 
 
 @pytest.mark.gpu
+@pytest.mark.device_index
 def test_deepcopy_on_the_second_gpu_while_the_first_is_current():
     import copy
     if not ag.cuda.is_available() or ag.cuda.device_count() < 2:
