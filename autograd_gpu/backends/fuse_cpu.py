@@ -24,9 +24,8 @@ import os
 import numpy as np
 
 from .fusers import register_fuser
-from ..compile.program import alias_groups as _alias_groups, rename_refs as _renamed
+from .trace_ir import Ref, Step, alias_groups as _alias_groups, rename_refs as _renamed
 from .numpy_backend import NumpyBackend, float_matmul
-from ..compile.tracer import Ref, Step
 
 try:
     import numexpr as _ne

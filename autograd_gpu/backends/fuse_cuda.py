@@ -34,6 +34,7 @@ from .fusers import register_fuser
 from . import cublas_graph
 from .cupy_backend import CupyBackend, simulated
 from .fuse_cuda_vec import VecKernel
+from .trace_ir import Ref, alias_groups, real_namespace
 
 __all__ = ["CupyFuser"]
 
@@ -108,7 +109,6 @@ class _KernelStep:
         self.mutates = (target,) if target is not None else ()
 
     def refs(self):
-        from ..compile.tracer import Ref
         return [a.vid for a in self.args if a.__class__ is Ref] + ([self.target] if self.target is not None else [])
 
     def source(self, em, i):
@@ -149,10 +149,8 @@ class CupyFuser:
     fold_constants = True           # program.py computes calls on constants once, at trace time
 
     def __init__(self, backend):
-        from ..compile.tracer import XpProxy
         self.backend = backend
-        xp = backend.xp
-        xp = self.xp = xp._real if isinstance(xp, XpProxy) else xp     # plan runs while the trace is on
+        xp = self.xp = real_namespace(backend.xp)     # plan runs while the trace is on
         self.ops = dict(_OPERATORS)
         for name in _C:
             f = getattr(xp, name, None) if name != "sigmoid" else None
@@ -166,8 +164,6 @@ class CupyFuser:
 
     # -- planning ----------------------------------------------------------------------------------
     def plan(self, steps, inputs, keep, values, em):
-        from ..compile.program import alias_groups
-        from ..compile.tracer import Ref
         from .fuse_cpu import _ssa
         # g += x on an array made inside the program becomes g2 = g + x (later uses renamed), so
         # in-place gradient accumulation does not break runs
@@ -248,7 +244,6 @@ class CupyFuser:
 
     def _elementwise(self, s, values):
         """(op name, args, float dtype, in-place target vid or None) for an elementwise step, else None."""
-        from ..compile.tracer import Ref
         if s.kind != "call" or s.kwargs or not isinstance(s.outs, int) or s.shape_guard is not None:
             return None
         fn, target = s.fn, None
@@ -300,7 +295,6 @@ class CupyFuser:
 
     def _signature(self, node, values, dt):
         """Parameters and arguments of a kernel for ``node``: arrays a0.., typed scalars k0.."""
-        from ..compile.tracer import Ref
         names, params, args = {}, [], []
         for x in node.leaves([]):
             key = ("v", x.vid) if x.__class__ is Ref else ("c", id(x))
@@ -321,7 +315,6 @@ class CupyFuser:
         return node.render(name_of), params, args
 
     def _kernel(self, node, s, values, entry):
-        from ..compile.tracer import Ref
         _, _, dt, target = entry
         if target is not None:       # g += x: y = g + x written into g
             node = _Node(node.op, (_Node("leaf", leaf=Ref(target)),) + node.kids[1:])
@@ -338,7 +331,6 @@ class CupyFuser:
         return step
 
     def _is_sum(self, s):
-        from ..compile.tracer import Ref
         return (s.kind == "call" and s.fn is self.sum and len(s.args) == 1 and s.args[0].__class__ is Ref
                 and set(s.kwargs) <= {"axis", "keepdims"} and isinstance(s.outs, int))
 
@@ -399,7 +391,6 @@ class CupyFuser:
     # -- graph capture ---------------------------------------------------------------------------
     def _graph_facts(self, steps, inputs, group, values):
         """Whether the program can be captured, which inputs it writes, its host_values steps."""
-        from ..compile.program import alias_groups
         group = alias_groups(steps)
         written = set()
         for s in steps:

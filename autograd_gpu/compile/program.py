@@ -13,7 +13,7 @@ import keyword
 import operator
 import types
 
-from .tracer import Ref, _collect_refs
+from ..backends.trace_ir import Ref, collect_refs, map_refs, rename_refs, alias_groups
 from .. import backends as _backends
 
 __all__ = ["Program", "GuardFailed", "build_program"]
@@ -70,20 +70,20 @@ class _Emitter:
             return f"v{x.vid}"
         if c is tuple or c is list:
             refs = []
-            _collect_refs(x, refs)
+            collect_refs(x, refs)
             if not refs:
                 return self.const(x)
             inner = ", ".join(self.expr(y) for y in x)
             return f"({inner},)" if c is tuple else f"[{inner}]"
         if c is dict:
             refs = []
-            _collect_refs(x, refs)
+            collect_refs(x, refs)
             if not refs:
                 return self.const(x)
             return "{" + ", ".join(f"{self.const(k)}: {self.expr(v)}" for k, v in x.items()) + "}"
         if c is slice:
             refs = []
-            _collect_refs(x, refs)
+            collect_refs(x, refs)
             if refs:
                 return f"slice({self.expr(x.start)}, {self.expr(x.stop)}, {self.expr(x.step)})"
         return self.const(x)
@@ -213,54 +213,6 @@ def _substitute(x, const):
     return map_refs(x, lambda r: const.get(r.vid, r))
 
 
-def map_refs(x, fn):
-    """x with every Ref in it (through tuples, lists, dicts, slices) replaced by fn(ref)."""
-    c = x.__class__
-    if c is Ref:
-        return fn(x)
-    if c is tuple or c is list:
-        return c(map_refs(y, fn) for y in x)
-    if c is dict:
-        return {k: map_refs(v, fn) for k, v in x.items()}
-    if c is slice:
-        return slice(map_refs(x.start, fn), map_refs(x.stop, fn), map_refs(x.step, fn))
-    return x
-
-
-def alias_groups(steps):
-    """vid -> the set of values that may share memory with it (results of steps that may return views)."""
-    parent = {}
-
-    def find(v):
-        while parent.get(v, v) != v:
-            v = parent[v]
-        return v
-
-    for s in steps:
-        if s.kind != "call" or s.fresh or s.outs is None:
-            continue
-        outs = s.outs if isinstance(s.outs, tuple) else (s.outs,)
-        out = s.kwargs.get("out")
-        if out.__class__ is Ref and type(s.fn).__name__ == "ufunc":
-            refs = [out.vid]            # a ufunc given out= returns that array: its inputs are not aliased
-        else:
-            refs = s.refs()
-        members = [o for o in outs if o is not None] + refs
-        for m in members[1:]:
-            a, b = find(members[0]), find(m)
-            if a != b:
-                parent[a] = b
-    groups = {}
-    for v in list(parent):
-        groups.setdefault(find(v), set()).add(v)
-    out = {}
-    for root, g in groups.items():
-        g.add(root)
-        for v in g:
-            out[v] = g
-    return out
-
-
 def common_subexpressions(steps, keep):
     """A pure operator or ufunc call repeated on the same values (no write to them in between) is
     computed once: ``g * w + g * w`` from a backward becomes one product. Results that are written
@@ -305,11 +257,6 @@ def _key(x, version, root):
     if c in (int, float, bool, str) or x is None:
         return (c, x)
     raise TypeError("not a simple argument")
-
-
-def rename_refs(x, m):
-    """x with every Ref to a value numbered in m renamed to m's value (through tuples, lists, dicts, slices)."""
-    return map_refs(x, lambda r: Ref(m[r.vid]) if r.vid in m else r)
 
 
 def eliminate_dead(steps, keep):

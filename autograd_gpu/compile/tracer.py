@@ -17,23 +17,14 @@ import threading
 import traceback
 
 from .. import backends as _backends
+from ..backends.trace_ir import Ref, Step, RecordingNamespace
+from .._trace_hooks import state as _active, active, host_values  # noqa: F401  (the switch and hook the tracer registers on)
 
 __all__ = ["Traced", "Tracer", "Untraceable", "active", "host_values"]
-
-class _Active(threading.local):
-    t = None              # the Tracer running in this thread, or None: other threads (a data loader's
-                          # workers) go through the patched backends untraced
-
-
-_active = _Active()
 
 
 class Untraceable(Exception):
     """The traced function did something the tracer cannot record faithfully."""
-
-
-def active():
-    return _active.t
 
 
 def user_frame():
@@ -43,52 +34,6 @@ def user_frame():
         if f"/{pkg}/" not in fs.filename.replace("\\", "/"):
             return f"{fs.filename}:{fs.lineno}"
     return "<unknown>"
-
-
-class Ref:
-    """A value number inside a step's argument template."""
-    __slots__ = ("vid",)
-
-    def __init__(self, vid):
-        self.vid = vid
-
-    def __repr__(self):
-        return f"v{self.vid}"
-
-
-class Step:
-    """One logged call. kind: "call" (outs: None, a vid, or a tuple of vids / Nones with ``box`` the
-    container type), "guard" (``expect`` the value seen, ``where`` the user's line)."""
-    __slots__ = ("kind", "fn", "args", "kwargs", "outs", "box", "expect", "where", "mutates", "fresh",
-                 "label", "shape_guard", "scalar")
-
-    def __init__(self, kind, fn, args, kwargs, label):
-        self.kind, self.fn, self.args, self.kwargs, self.label = kind, fn, args, kwargs, label
-        self.outs = self.box = self.expect = self.where = None
-        self.mutates = ()
-        self.fresh = False
-        self.shape_guard = None
-        self.scalar = False
-
-    def refs(self):
-        out = []
-        _collect_refs(self.args, out)
-        _collect_refs(self.kwargs, out)
-        return out
-
-
-def _collect_refs(x, out):
-    c = x.__class__
-    if c is Ref:
-        out.append(x.vid)
-    elif c is tuple or c is list:
-        for y in x:
-            _collect_refs(y, out)
-    elif c is dict:
-        for y in x.values():
-            _collect_refs(y, out)
-    elif c is slice:
-        _collect_refs((x.start, x.stop, x.step), out)
 
 
 # --------------------------------------------------------------------------- traced arrays
@@ -323,6 +268,21 @@ class Tracer:
         self.externals.add(h.vid)
         return h
 
+    def host_values(self, fn, args, dtype, device):
+        """``_trace_hooks.host_values`` while this tracer runs: the call is logged as a step that calls
+        ``fn`` again on every replay, and its numbers reach the program as 0-d arrays."""
+        backend = _backends.get_backend(device or "cpu")
+        xp = backend.__dict__.get("xp")
+        real_xp = xp._real if isinstance(xp, XpProxy) else backend.xp
+
+        def arrays():        # the arguments are Python state, by reference (never copied into the program)
+            return tuple(backend.call(real_xp.asarray, v, dtype=dtype) for v in fn(*args))
+        out = arrays()
+        step = Step("call", arrays, (), {}, "host_values")
+        res = self._wrap_out(out, (), {}, step)
+        self.steps.append(step)
+        return res
+
     def _wrap_out(self, out, args, kwargs, step):
         """Handles for a call's result: an input array returned again keeps its number."""
         if _is_array(out):
@@ -495,7 +455,7 @@ def _is_metadata(fn):
 
 
 # --------------------------------------------------------------------------- the namespace proxy
-class XpProxy:
+class XpProxy(RecordingNamespace):
     """Stands for a backend's array namespace (or a submodule) during a trace."""
 
     def __init__(self, real, backend):
@@ -569,7 +529,7 @@ def _is_ufunc(f):
 
 # --------------------------------------------------------------------------- entering a trace
 # backend methods that run through (they call other recorded functions), and reads
-_PASS = frozenset({"call", "context", "sync_point"})
+_PASS = frozenset({"call", "context", "sync_point", "make_current"})
 _READS = frozenset({"item", "to_host", "read_back", "format"})
 
 
@@ -641,24 +601,3 @@ class tracing:
         finally:
             _one_trace.release()
         return False
-
-
-def host_values(fn, *args, dtype=None, device=None):
-    """``fn(*args)``: Python numbers computed on the host from Python state (an optimizer's step count),
-    as a tuple. Eagerly that is all; while a trace runs, the call is logged so that every replay calls
-    ``fn`` again (its side effects on Python state included) and the numbers reach the recorded array
-    work as 0-d arrays of ``dtype`` on ``device``, never as constants baked into the program."""
-    t = _active.t
-    if t is None:
-        return fn(*args)
-    backend = _backends.get_backend(device or "cpu")
-    xp = backend.__dict__.get("xp")
-    real_xp = xp._real if isinstance(xp, XpProxy) else backend.xp
-
-    def arrays():        # the arguments are Python state, by reference (never copied into the program)
-        return tuple(backend.call(real_xp.asarray, v, dtype=dtype) for v in fn(*args))
-    out = arrays()
-    step = Step("call", arrays, (), {}, "host_values")
-    res = t._wrap_out(out, (), {}, step)
-    t.steps.append(step)
-    return res

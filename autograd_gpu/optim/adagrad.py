@@ -1,7 +1,7 @@
 """Adagrad with learning-rate decay and weight decay (PyTorch's update rule)."""
 from .optimizer import Optimizer, real_view
 from ..tensor import Tensor
-from ..compile.tracer import host_values
+from .._trace_hooks import host_values
 
 __all__ = ["Adagrad"]
 

@@ -2,7 +2,7 @@
 import math
 
 from .optimizer import Optimizer, check_range, real_view
-from ..compile.tracer import host_values
+from .._trace_hooks import host_values
 from ..tensor import Tensor
 
 __all__ = ["Adam", "AdamW"]

@@ -1,7 +1,7 @@
 """RMSprop, optionally centered and with momentum (PyTorch's update rule)."""
 from .optimizer import Optimizer, real_view
 from ..tensor import Tensor
-from ..compile.tracer import host_values
+from .._trace_hooks import host_values
 
 __all__ = ["RMSprop"]
 

@@ -1,7 +1,7 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (PyTorch's update rule)."""
 from .optimizer import Optimizer
 from ..tensor import Tensor
-from ..compile.tracer import host_values
+from .._trace_hooks import host_values
 
 __all__ = ["SGD"]
 

@@ -23,7 +23,7 @@ from ... import creation
 from ...tensor import Tensor
 from ...autograd.function import Function
 from ...autograd.grad_mode import state
-from ...compile.tracer import active as tracing
+from ..._trace_hooks import active as tracing
 from ...ops.shape import cat, stack
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
@@ -321,7 +321,7 @@ class _Recurrence(Function):
     def forward(ctx, mode, gx, h0, c0, w_hh, b_hh, reverse):
         T = gx.shape[0]                                     # > 0: the layers refuse empty sequences
         ctx.mode, ctx.steps = mode, range(T - 1, -1, -1) if reverse else range(T)
-        backend = ctx.device._backend or ctx.device.backend
+        backend = ctx.device.backend
         if mode == "LSTM":
             out, h, c, ctx.rec = _lstm_forward_fast(backend, gx.data, h0.data, c0.data, w_hh.data, ctx.steps)
             out = ctx.wrap(out)
@@ -341,7 +341,7 @@ class _Recurrence(Function):
             L, w = _Tensors, w_hh
             rec = forward(L, mode, gx, h0, c0, w_hh, b_hh, steps)[3]
         else:
-            backend = ctx.device._backend or ctx.device.backend
+            backend = ctx.device.backend
             L, w, rec = _Arrays(backend), w_hh.data, ctx.rec
             dout, dh, dc = (None if g is None else g.data for g in (dout, dh, dc))
             if mode == "LSTM":
