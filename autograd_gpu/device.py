@@ -1,19 +1,35 @@
-"""Device("cuda:0"): parsing, str(), the default device."""
+"""Device("cuda:0"): parsing, str(), the default device.
+
+A leaf: it imports nothing of the package. The backends (autograd_gpu/backends, above it) register
+how a device finds its backend (``register_backend_resolver``), so the two do not import each other.
+"""
 import threading
 
 __all__ = ["Device", "device", "set_default_device", "get_default_device"]
 
 _VALID_TYPES = ("cpu", "cuda")
+_resolver = [None]         # device -> its backend: backends.get_backend, registered by autograd_gpu.backends
+
+
+def register_backend_resolver(fn):
+    """``fn(device)`` -> the device's backend (called once per device, on first use of ``.backend``)."""
+    _resolver[0] = fn
 
 
 class Device:
     """A place where arrays live: ``type`` is "cpu" or "cuda", ``index`` the GPU number (None on CPU).
 
     Instances are interned: ``device("cuda:0") is device("cuda:0")``, so the engine compares devices
-    with ``is``. ``backend`` is filled in lazily by ``autograd_gpu.backends``.
+    with ``is``. ``backend`` is the device's backend (backends.get_backend), found on first use: a
+    device starts as an ``_Unresolved`` one, whose ``__getattr__`` finds the backend, stores it in the
+    slot and turns the instance into a plain Device. From then on ``dev.backend`` is a slot read, the
+    cheapest attribute access there is (the ops read it on every call), and no other attribute pays
+    for the laziness.
     """
 
-    __slots__ = ("type", "index", "_str", "_backend")
+    # _backend: TEMP, the old spelling ``dev._backend or dev.backend`` (ops/*.py, nn/functional.py,
+    # autograd/function.py); it mirrors ``backend``. Drop it once they read ``dev.backend``.
+    __slots__ = ("type", "index", "_str", "backend", "_backend")
 
     def __init__(self, type_, index):
         self.type = type_
@@ -21,13 +37,12 @@ class Device:
         self._str = type_ if index is None else f"{type_}:{index}"
         self._backend = None
 
-    @property
-    def backend(self):
-        b = self._backend
-        if b is None:
-            from .backends import get_backend   # deferred: backends import this module
-            b = self._backend = get_backend(self)
-        return b
+    def _forget_backend(self):
+        """Find the backend again on next use (the CUDA modules changed: cupy_backend.use_modules)."""
+        if self.__class__ is Device:
+            del self.backend
+            self._backend = None
+            self.__class__ = _Unresolved
 
     def __str__(self):
         return self._str
@@ -81,9 +96,24 @@ def device(spec):
     with _lock:
         d = _interned.get(key)
         if d is None:
-            d = _interned[key] = Device(type_, idx)
+            d = _interned[key] = _Unresolved(type_, idx)
         _interned[spec] = d
     return d
+
+
+class _Unresolved(Device):
+    """A Device whose backend has not been looked up yet (same slots: instances change class)."""
+    __slots__ = ()
+
+    def __getattr__(self, name):         # only reached for an unset slot: ``backend`` before first use
+        if name != "backend":
+            raise AttributeError(f"'Device' object has no attribute '{name}'")
+        if _resolver[0] is None:
+            raise RuntimeError("no backend resolver is registered: import autograd_gpu (its backends register it)")
+        b = _resolver[0](self)
+        self.backend = self._backend = b
+        self.__class__ = Device
+        return b
 
 
 CPU = device("cpu")
@@ -93,10 +123,9 @@ _default = [CPU]
 def set_default_device(d):
     """Set the device that factories and ``tensor()`` use when none is given."""
     d = device(d)
-    d.backend   # fail now, with the install hint, rather than at the first tensor
-    if d.type == "cuda" and d.index:     # CuPy works on the current GPU: make it this one
-        from .cuda import set_device
-        set_device(d.index)
+    b = d.backend   # fail now, with the install hint, rather than at the first tensor
+    if d.index:     # CuPy works on the current GPU: make it this one (as ag.cuda.set_device)
+        b.make_current()
     _default[0] = d
 
 

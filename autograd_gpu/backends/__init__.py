@@ -7,7 +7,7 @@ transfer, synchronize, erf).
 """
 import numpy as _np
 
-from ..device import device as _parse_device, Device
+from ..device import device as _parse_device, Device, register_backend_resolver as _register_resolver
 from .numpy_backend import NumpyBackend
 from . import cupy_backend as _cupy_backend
 
@@ -33,8 +33,11 @@ def get_backend(device):
 def _forget_cuda_backends():
     """Drop the CUDA backends made so far (the CUDA module changed: see cupy_backend.use_modules)."""
     for d in list(_backends):
-        d._backend = None
+        d._forget_backend()
     _backends.clear()
+
+
+_register_resolver(get_backend)      # Device.backend finds its backend through this (device.py imports nothing)
 
 
 def available():
@@ -48,7 +51,7 @@ def backend_of_array(a):
         return _cpu_backend
     if _cupy_backend.is_cupy_array(a):
         return get_backend(f"cuda:{a.device.id}")
-    return getattr(a, "_ag_backend", None)      # an array handle of ag.compile's tracer, else None
+    return getattr(a, "_ag_backend", None)      # an array handle of ag.compile's tracer (trace_ir.py), else None
 
 
 def is_array(a):

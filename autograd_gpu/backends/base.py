@@ -25,6 +25,10 @@ class Backend:
     def __repr__(self):
         return f"<{type(self).__name__} {self.device}>"
 
+    def make_current(self):
+        """Make this device the current one of this thread (CuPy allocates on the current GPU): what
+        ``ag.set_default_device("cuda:1")`` does. Nothing to do on the CPU."""
+
     def call(self, fn, *args, **kwargs):
         """``fn(*args, **kwargs)`` with this device current (CuPy allocates on the current GPU), for array
         work outside Function.apply, which enters the device itself."""

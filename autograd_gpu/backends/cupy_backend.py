@@ -119,6 +119,9 @@ class CupyBackend(Backend):
         self._codes, self._messages = {}, [None]
         self.capturing = False          # set while the CUDA fuser captures a graph (fuse_cuda.py)
 
+    def make_current(self):
+        self._cuda_device.use()
+
     # -- arrays and transfers ----------------------------------------------------------------
     def asarray(self, data, dtype=None, copy=False):
         cp = self.xp
