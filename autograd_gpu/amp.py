@@ -12,24 +12,19 @@ Limits: the state is per thread and per device type; casts of the same weight ar
 between ops (each use casts again); ops outside the lists above are not autocast.
 """
 import functools
-import threading
 
+from ._autocast_state import state as _state
 from .dtypes import float16, float32, _dtype
+from .ops._autocast import cast_low, cast_float32  # noqa: F401  (TEMP: ops/linalg.py, ops/solvers.py, nn/functional.py import them from here)
 from .tensor import Tensor
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "GradScaler"]
 
 
-class _State(threading.local):
-    active = ()           # ((device_type, dtype), ...) of the enclosing autocast blocks, innermost last
-
-
-_state = _State()
-
-
 class autocast:
     """Context manager (and decorator) enabling autocast for tensors on ``device_type`` ("cuda" or
-    "cpu"); dtype is the low precision (float16)."""
+    "cpu"); dtype is the low precision (float16). Its state lives in _autocast_state.py, where the
+    ops' casts (ops/_autocast.py) read it."""
 
     def __init__(self, device_type="cuda", dtype=None, enabled=True):
         if device_type not in ("cuda", "cpu"):
@@ -68,37 +63,6 @@ def get_autocast_dtype(device_type="cuda"):
         if d == device_type:
             return dt
     return None
-
-
-def _low(device):
-    for d, dt in _state.active:
-        if d == device.type:
-            return dt
-    return None
-
-
-def cast_low(*xs):
-    """For a low-precision op: its float32 Tensor inputs cast to the autocast dtype (unchanged when
-    autocast is off for their device; float64 stays float64)."""
-    if not _state.active:
-        return xs
-    ref = next((x for x in xs if isinstance(x, Tensor)), None)
-    low = _low(ref.device) if ref is not None else None
-    if low is None:
-        return xs
-    # float32 (and other low-range floats) go down; float64 is left alone, as in PyTorch
-    return tuple(x.to(dtype=low) if isinstance(x, Tensor) and x.dtype.kind == "f" and x.dtype.itemsize == 4
-                 else x for x in xs)
-
-
-def cast_float32(*xs):
-    """For a precision-sensitive op: float16 Tensor inputs cast to float32 while autocast is on."""
-    if not _state.active:
-        return xs
-    ref = next((x for x in xs if isinstance(x, Tensor)), None)
-    if ref is None or _low(ref.device) is None:
-        return xs
-    return tuple(x.to(dtype=float32) if isinstance(x, Tensor) and x.dtype == float16 else x for x in xs)
 
 
 class GradScaler:

@@ -17,32 +17,15 @@ from ..tensor import Tensor
 from .. import backends as _backends
 from ..autograd.grad_mode import state as _grad_state
 from ..dtypes import get_default_dtype
+from .._autocast_state import state as _amp_state
+from ..device import get_default_device
+from ..nn.module import Module, state_version as _state_version
+from ..optim.optimizer import Optimizer
 
 __all__ = ["find_state", "signature", "dynamic_signature", "plain_args", "Watch", "Binding"]
 
 MAX_ARRAY_KEY = 4096     # raw arrays up to this size are compared by value on each call; bigger ones run eagerly
 _SCALARS = (int, float, complex, bool, str, bytes, type(None))
-
-
-_classes = []
-_version = []
-
-
-def _module_version():
-    """Module's state_version counter (nn imports this package's tracer: imported on first use)."""
-    if not _version:
-        from ..nn.module import state_version
-        _version.append(state_version)
-    return _version[0]
-
-
-def _classes_now():
-    """(Module, Optimizer), imported on first use (nn and optim import this package's tracer)."""
-    if not _classes:
-        from ..nn.module import Module
-        from ..optim.optimizer import Optimizer
-        _classes.extend((Module, Optimizer))
-    return _classes
 
 
 class Binding:
@@ -155,7 +138,6 @@ class State:
             return
         if isinstance(obj, (types.ModuleType, type)):
             return
-        Module, Optimizer = _classes_now()
         if isinstance(obj, Module):
             stack, seen = [obj], self._seen
             while stack:                          # modules in the order of Module.modules()
@@ -345,7 +327,7 @@ class Watch:
         # a module's __dict__ (its plain attributes, train/eval flag) is rechecked through the counter that
         # Module.__setattr__, __delattr__, register_* and train() bump; its registries by their contents
         self.modules = any(k == "module" for k, _, _ in watch)
-        self.version = _module_version()[0]
+        self.version = _state_version[0]
         src = _watch_source(watch)
         read = _readers.get(src)
         if read is None:
@@ -356,7 +338,7 @@ class Watch:
         self.snap = read(self.objs)
 
     def same(self):
-        if self.modules and _module_version()[0] != self.version:
+        if self.modules and _state_version[0] != self.version:
             return False
         try:
             cur = self.read(self.objs)
@@ -537,16 +519,9 @@ def _scalars(obj):
 
 
 _SCALAR_CLASSES = frozenset({int, float, bool, str, complex, type(None)})
-_modes = []
-
-
 def _global_modes():
     """Thread-local switches the ops read: autocast blocks, anomaly mode, the default device."""
-    if not _modes:
-        from ..amp import _state as amp_state
-        from ..device import get_default_device
-        _modes.extend((amp_state, get_default_device))
-    return _modes[0].active, _grad_state.anomaly, _dev(_modes[1]())
+    return _amp_state.active, _grad_state.anomaly, _dev(get_default_device())
 
 
 def dynamic_signature(fn_args, fn_kwargs, tensors):
