@@ -6,15 +6,18 @@ first runs each node after all the nodes that consume its outputs (PyTorch order
 same way). No recursion and no counting pass: a chain of 10**6 ops is fine. Gradients meant for the
 same output are summed before the node runs; leaves receive their totals at the end.
 
-Two additions serve data-parallel training (distributed/ddp.py). A leaf with a post-accumulate-grad
-hook is finished as soon as its total is final, in the middle of backward, not at the end: when the
-first such leaf gets a gradient, one walk from the nodes still pending finds, for each hooked leaf,
-the lowest-numbered node that sends it one; once the loop has run that node, the leaf's .grad is
-written (a copy of the gradient when the engine may still hold it elsewhere, so that a hook may
-change .grad in place) and its post-accumulate hooks run. A backward that reaches no hooked leaf
-makes no walk, so hooks alive elsewhere (a DDP model) cost unrelated graphs nothing; leaves without
-such hooks are finished at the end, as before. ``queue_callback(fn)`` runs ``fn`` when the current
-backward() has finished.
+The engine's hook points, for whatever needs to act while backward runs (data parallelism's
+gradient buckets, distributed/ddp.py, register on them; the engine knows nothing of their users):
+- a leaf's post-accumulate-grad hooks (``Tensor.register_post_accumulate_grad_hook``) run as soon as
+  its total is final, in the middle of backward, not at the end: when the first such leaf gets a
+  gradient, one walk from the nodes still pending finds, for each hooked leaf, the lowest-numbered
+  node that sends it one; once the loop has run that node, the leaf's .grad is written (a copy of
+  the gradient when the engine may still hold it elsewhere, so that a hook may change .grad in
+  place) and its post-accumulate hooks run. A backward that reaches no hooked leaf makes no walk, so
+  hooks alive elsewhere cost unrelated graphs nothing; leaves without such hooks are finished at the
+  end, as before;
+- ``queue_callback(fn)`` runs ``fn`` when the current backward() has finished (``current_backward()``
+  tells one backward from the next).
 """
 import heapq
 import threading
@@ -71,8 +74,7 @@ def _check_root(t, g, where):
                                "take a real loss (e.g. .abs(), .real) or pass grad=")
         return t._ones_like()
     if not isinstance(g, Tensor):
-        from ..creation import tensor as make_tensor
-        g = make_tensor(g, dtype=t.dtype, device=t.device)
+        g = Tensor(g, dtype=t.dtype, device=t.device)       # (what ag.tensor does)
     if g.device is not t.device:
         raise RuntimeError(f"{where}: grad is on {g.device} but the tensor is on {t.device}")
     if g.shape != t.shape:
@@ -349,7 +351,7 @@ def _add_grads(a, b):
 def _add_arrays(a, b):
     """Sum two gradients on their arrays: nothing is recorded, so skip the op machinery."""
     d = a.device
-    backend = d._backend or d.backend
+    backend = d.backend
     if backend.context is None:
         return a._make(a.data + b.data, d)
     return a._make(backend.call(backend.xp.add, a.data, b.data), d)     # on a's GPU, whichever is current
@@ -357,7 +359,7 @@ def _add_arrays(a, b):
 
 def _add_into(acc, g):
     """acc += g.data, on g's GPU whichever is current."""
-    backend = g.device._backend or g.device.backend
+    backend = g.device.backend
     if backend.context is None:
         acc += g.data
     else:
@@ -458,7 +460,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
     """Gradients of ``outputs`` with respect to ``inputs`` as a tuple, without touching any .grad."""
-    from ..tensor import Tensor
+    Tensor = _function.Tensor
     outputs = (outputs,) if isinstance(outputs, Tensor) or not isinstance(outputs, (list, tuple)) else tuple(outputs)
     inputs = (inputs,) if isinstance(inputs, Tensor) or not isinstance(inputs, (list, tuple)) else tuple(inputs)
     for i, t in enumerate(inputs):

@@ -10,6 +10,7 @@ perturbed separately; a complex output is checked twice, once through L = sum Re
 through L = sum Im(out) * v (the backward seeds v and i v), as PyTorch's gradcheck does."""
 from .engine import grad as _grad
 from .grad_mode import enable_grad
+from . import function as _function     # its Tensor: tensor.py sits above this package
 
 __all__ = ["gradcheck", "gradgradcheck"]
 
@@ -19,7 +20,7 @@ def _as_tuple(x):
 
 
 def _prepare(inputs):
-    from ..tensor import Tensor
+    Tensor = _function.Tensor
     inputs = _as_tuple(inputs)
     out = []
     for t in inputs:
@@ -32,10 +33,9 @@ def _prepare(inputs):
 
 
 def _weights(outs, seed):
-    from ..creation import tensor
     from ..backends import get_backend
     rng = get_backend("cpu").xp.random.default_rng(seed)
-    return [tensor(rng.uniform(0.5, 1.5, o.shape) * rng.choice([-1.0, 1.0], o.shape), dtype="float64",
+    return [_function.Tensor(rng.uniform(0.5, 1.5, o.shape) * rng.choice([-1.0, 1.0], o.shape), dtype="float64",
                    device=o.device) for o in outs]
 
 
@@ -67,7 +67,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exceptio
     """True when the analytic gradients of ``fn`` at ``inputs`` match finite differences, else raise
     (or return False) naming the input and element that differ most. Float inputs are checked in
     float64; inputs that do not require grad are held constant."""
-    from ..tensor import Tensor
+    Tensor = _function.Tensor
     if not callable(fn):
         raise TypeError(f"gradcheck: expected a callable fn, got {type(fn).__name__}")
     inputs = _prepare(inputs)
@@ -133,7 +133,7 @@ def _compare(fn, inputs, ws, part, i, g, eps, atol, rtol, worst):
 def gradgradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0, raise_exception=True):
     """gradcheck of the vector-Jacobian product of ``fn``: checks second derivatives (in the inputs
     and in the output weights) through ``create_graph=True``."""
-    from ..tensor import Tensor
+    Tensor = _function.Tensor
     if not callable(fn):
         raise TypeError(f"gradgradcheck: expected a callable fn, got {type(fn).__name__}")
     inputs = _prepare(inputs)

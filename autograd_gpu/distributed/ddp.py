@@ -18,6 +18,7 @@ averages, as it would in one process on the global batch.
 """
 import contextlib
 
+from ..nn import parallel as _nn_parallel
 from ..nn.module import Module, state_version
 from ..tensor import Tensor
 from ..autograd.engine import queue_callback, current_backward
@@ -268,3 +269,6 @@ def _tensors(out):
     elif isinstance(out, dict):
         for o in out.values():
             yield from _tensors(o)
+
+
+_nn_parallel.DistributedDataParallel = DistributedDataParallel     # PyTorch's ag.nn.parallel name for it

@@ -1,11 +1,6 @@
-"""ag.nn.parallel: DistributedDataParallel, the class defined in ag.distributed (PyTorch's two names
-for it). Looked up on first use, so that nn does not import distributed."""
+"""ag.nn.parallel: DistributedDataParallel under PyTorch's second name for it.
+
+The class lives in ag.distributed, which sits above nn (it wraps Modules): nn does not import it.
+distributed/ddp.py puts it here when it is imported, which ``import autograd_gpu`` always does."""
 
 __all__ = ["DistributedDataParallel"]
-
-
-def __getattr__(name):
-    if name == "DistributedDataParallel":
-        from ..distributed.ddp import DistributedDataParallel
-        return DistributedDataParallel
-    raise AttributeError(f"module 'autograd_gpu.nn.parallel' has no attribute '{name}'")
