@@ -277,12 +277,6 @@ def _tensors(args):
     return [a for a in args if isinstance(a, Tensor)]
 
 
-@_rule(*("ops.elementwise:" + n for n in (
-    "Abs Add AddScalar Clamp ClampTensor Cos Div DivScalar Elu Erf Exp Expm1 LeakyRelu Log Log1p Maximum Minimum "
-    "Mul MulScalar Neg Pow PowScalar RDivScalar RPowScalar RSubScalar Relu ReluBackward Rsqrt Sigmoid "
-    "SigmoidBackward Sin Softplus Sqrt Square Sub Tan Tanh TanhBackward Where Conj Real Imag Angle Complex").split()),
-       "ops.misc:Alias", "ops.misc:Cast", "ops.misc:Clone", "ops.misc:ToDevice", "ops.shape:Contiguous",
-       "nn.functional:BinaryCrossEntropy")
 def _elementwise(cls, args, kwargs):
     """Elementwise ops that broadcast: every tensor operand expanded to the batch dims + the broadcast
     logical shape (their backwards return grad as is, so operands must match exactly)."""
@@ -303,8 +297,6 @@ def _shift(axes, nb):
     return tuple(a + nb if a >= 0 else a for a in axes)
 
 
-@_rule("ops.reduction:Sum", "ops.reduction:_MaxMin", "ops.reduction:LogSumExp", "ops.reduction:Prod",
-       "ops.reduction:_Norm2")
 def _reduction(cls, args, kwargs):
     x, axes, keep = args
     nb = len(x._blevels)
@@ -322,221 +314,12 @@ def _unary_axis(cls, args, kwargs, pos):
     return _wrap_out(cls.apply(*a), x._blevels)
 
 
-_rule("ops.reduction:CumSum", "nn.functional:Softmax", "nn.functional:LogSoftmax")(
-    lambda cls, args, kwargs: _unary_axis(cls, args, kwargs, 1))
-_rule("ops.shape:Split")(lambda cls, args, kwargs: _unary_axis(cls, args, kwargs, 2))
-_rule("ops.shape:Flip")(lambda cls, args, kwargs: _unary_axis(cls, args, kwargs, 1))
-
-
-@_rule("ops.shape:Roll")
-def _roll(cls, args, kwargs):
-    x, shifts, dims = args
-    if dims is None:
-        if x.ndim != 1:
-            return NotImplemented
-        dims = 0
-    return _unary_axis(cls, (x, shifts, dims), kwargs, 2)
-
-
-@_rule("ops.shape:Reshape")
-def _reshape(cls, args, kwargs):
-    x, shape = args
-    return _wrap(cls.apply(x._bbase, _bsizes(x._blevels) + tuple(shape)), x._blevels)
-
-
-@_rule("ops.shape:Permute")
-def _permute(cls, args, kwargs):
-    x, axes = args
-    nb = len(x._blevels)
-    return _wrap(cls.apply(x._bbase, tuple(range(nb)) + _shift(axes, nb)), x._blevels)
-
-
-@_rule("ops.shape:BroadcastTo")
-def _broadcast_to(cls, args, kwargs):
-    x, shape = args
-    p = _align(x, x._blevels, len(shape))
-    return _wrap(cls.apply(p, _bsizes(x._blevels) + tuple(shape)), x._blevels)
-
-
-@_rule("ops.shape:SumTo")
-def _sum_to(cls, args, kwargs):
-    from ..ops.shape import reshape
-    x, shape = args
-    b = _bsizes(x._blevels)
-    padded = (1,) * (x.ndim - len(shape)) + tuple(shape)     # the batch dims must not count as leading
-    out = cls.apply(x._bbase, b + padded)
-    return _wrap(reshape(out, b + tuple(shape)), x._blevels)
-
-
-@_rule("ops.shape:Pad")
-def _pad(cls, args, kwargs):
-    x, widths, value = args
-    return _wrap(cls.apply(x._bbase, ((0, 0),) * len(x._blevels) + tuple(widths), value), x._blevels)
-
-
-@_rule("ops.shape:Tile")
-def _tile(cls, args, kwargs):
-    x, reps = args
-    nd = max(x.ndim, len(reps))
-    reps = (1,) * (len(x._blevels) + nd - len(reps)) + tuple(reps)
-    return _wrap(cls.apply(_align(x, x._blevels, nd), reps), x._blevels)
-
-
-@_rule("ops.shape:Concatenate")
-def _concatenate(cls, args, kwargs):
-    axis, xs = args[0], args[1:]
-    levels = _union(xs)
-    return _wrap(cls.apply(axis + len(levels), *(_expand(x, levels, x.shape) for x in xs)), levels)
-
-
-@_rule("ops.indexing:GetItem")
-def _getitem(cls, args, kwargs):
-    x, idx, basic = args
-    if not basic:
-        # NumPy moves advanced indices that are not next to each other to the front; keep it simple
-        adv = [k for k, i in enumerate(idx) if not (i is None or i is Ellipsis or isinstance(i, (slice, int)))]
-        if adv and adv != list(range(adv[0], adv[0] + len(adv))):
-            return NotImplemented
-    nb = len(x._blevels)
-    return _wrap(cls.apply(x._bbase, (slice(None),) * nb + tuple(idx), basic), x._blevels)
-
-
-@_rule("ops.indexing:IndexAddInto")
-def _index_add_into(cls, args, kwargs):
-    """getitem's backward, reached when a batched cotangent runs the backward (vmap of a vjp)."""
-    grad, shape, idx, basic = args
-    if not basic:
-        adv = [k for k, i in enumerate(idx) if not (i is None or i is Ellipsis or isinstance(i, (slice, int)))]
-        if adv and adv != list(range(adv[0], adv[0] + len(adv))):
-            return NotImplemented
-    b = _bsizes(grad._blevels)
-    return _wrap(cls.apply(grad._bbase, b + tuple(shape), (slice(None),) * len(b) + tuple(idx), basic),
-                 grad._blevels)
-
-
-@_rule("nn.functional:LogSoftmaxBackward")
-def _log_softmax_backward(cls, args, kwargs):
-    grad, y, dim = args
-    levels = _union((grad, y))
-    return _wrap(cls.apply(_expand(grad, levels, grad.shape), _expand(y, levels, y.shape), dim + len(levels)),
-                 levels)
-
-
-@_rule("ops.indexing:Gather")
-def _gather(cls, args, kwargs):
-    x, index, dim = args
-    if isinstance(index, Tensor):
-        return NotImplemented
-    b = _bsizes(x._blevels)
-    xp = x.device.backend.xp
-    return _wrap(cls.apply(x._bbase, xp.broadcast_to(index, b + index.shape), dim + len(b)), x._blevels)
-
-
-@_rule("ops.indexing:ScatterAddInto")
-def _scatter_add_into(cls, args, kwargs):
-    src, index, dim, shape = args
-    if isinstance(index, Tensor):
-        return NotImplemented
-    b = _bsizes(src._blevels)
-    xp = src.device.backend.xp
-    return _wrap(cls.apply(src._bbase, xp.broadcast_to(index, b + index.shape), dim + len(b), b + tuple(shape)),
-                 src._blevels)
-
-
-@_rule("ops.linalg:MatMul")
-def _matmul(cls, args, kwargs):
-    a, b = args
-    levels = _union(args)
-    nd = max(a.ndim, b.ndim)
-    if a.__class__ is BatchedTensor and b.__class__ is not BatchedTensor and a.ndim == 2:
-        # (batch..., n, k) @ (k, m): one GEMM over all rows instead of one per example
-        from ..ops.shape import reshape
-        pa = a._bbase
-        out = cls.apply(reshape(pa, (-1, pa.shape[-1])), b)
-        return _wrap(reshape(out, pa.shape[:-1] + (b.shape[-1],)), levels)
-    return _wrap(cls.apply(_align(a, levels, nd), _align(b, levels, nd)), levels)
-
-
-@_rule("nn.functional:ScaledDotProductAttention")
-def _sdpa(cls, args, kwargs):
-    """Attention broadcasts over leading dims: the vmapped dims go in front of every operand; q takes
-    them all, so the scores have every batch dim the mask may add in place."""
-    q, k, v, mask, scale, keep = args
-    ops = [t for t in (q, k, v, mask) if t is not None]
-    levels = _union(ops)
-    nd = max(t.ndim for t in ops)
-    q = _expand(q, levels, (1,) * (nd - q.ndim) + tuple(q.shape))
-    k, v = _align(k, levels, nd), _align(v, levels, nd)
-    mask = None if mask is None else _align(mask, levels, nd)
-    return _wrap(cls.apply(q, k, v, mask, scale, keep), levels)
-
-
-@_rule("ops.linalg:Einsum")
-def _einsum(cls, args, kwargs):
-    (ins, out), xs = args[0], args[1:]
-    levels = _union(xs)
-    used = set(out).union(*ins)
-    free = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in used)
-    letter = {lv: next(free) for lv in levels}
-    terms = tuple("".join(letter[lv] for lv in _levels(x)) + t for t, x in zip(ins, xs))
-    target = "".join(letter[lv] for lv in levels) + out
-    return _wrap(cls.apply((terms, target), *(_phys(x) for x in xs)), levels)
-
-
-@_rule("nn.functional:Linear")
-def _linear(cls, args, kwargs):
-    x, w, b = args
-    if w.__class__ is BatchedTensor or b.__class__ is BatchedTensor:
-        from ..ops.linalg import matmul          # per-example weights: batched matmul + add
-        y = matmul(x, w.mT)
-        return y if b is None else y + b
-    return _wrap(cls.apply(x._bbase, w, b), x._blevels)
-
-
-@_rule("nn.functional:NllLoss")
-def _nll_loss(cls, args, kwargs):
-    """-coef * logp[i, idx_i], reduced: the column picked with Gather on the physical tensor."""
-    from ..ops.indexing import Gather
-    from ..ops.shape import reshape
-    from ..ops.reduction import sum as _sum
-    logp, idx, coef, reduction = args
-    if isinstance(idx, Tensor) or isinstance(coef, Tensor):
-        return NotImplemented
-    b = _bsizes(logp._blevels)
-    xp = logp.device.backend.xp
-    picked = Gather.apply(logp._bbase, xp.broadcast_to(idx, b + idx.shape), 1 + len(b))
-    neg = Tensor._make(-coef, logp.device)
-    losses = reshape(picked, b + coef.shape) * neg
-    if reduction != "none":
-        losses = _sum(losses, tuple(range(len(b), len(b) + coef.ndim)))
-        if reduction == "mean":
-            losses = losses / Tensor._make(coef.sum(), logp.device)
-    return _wrap(losses, logp._blevels)
-
-
-@_rule("ops.solvers:Inv", "ops.solvers:Det", "ops.solvers:LogAbsDet", "ops.solvers:Cholesky", "ops.solvers:Pinv",
-       "ops.decompositions:Qr", "ops.decompositions:Eigh", "ops.decompositions:Svd",
-       "ops.decompositions:_Svdvals")
 def _stacked_matrices(cls, args, kwargs):
     """ag.linalg ops on the last two dims of a stack of matrices: the batch dims are more stack dims."""
     a = args[0]
     if a.__class__ is not BatchedTensor or any(x.__class__ is BatchedTensor for x in args[1:]):
         return NotImplemented
     return _wrap_out(cls.apply(a._bbase, *args[1:], **kwargs), a._blevels)
-
-
-_rule("ops.fft:FFT", "ops.fft:RFFT", "ops.fft:IRFFT")(lambda cls, args, kwargs: _unary_axis(cls, args, kwargs, 1))
-
-
-@_rule("nn.functional:LayerNorm")
-def _layer_norm(cls, args, kwargs):
-    """Normalised over trailing axes, shared weight and bias: the axes shifted past the batch dims."""
-    x, w, b, axes, eps = args
-    if w.__class__ is BatchedTensor or b.__class__ is BatchedTensor:     # per-example affine parameters
-        y = cls.apply(x, None, None, axes, eps)
-        y = y if w is None else y * w
-        return y if b is None else y + b
-    return _wrap(cls.apply(x._bbase, w, b, _shift(axes, len(x._blevels)), eps), x._blevels)
 
 
 def _fold_batch(cls, args, kwargs):
@@ -550,8 +333,6 @@ def _fold_batch(cls, args, kwargs):
     out = cls.apply(reshape(p, (-1,) + p.shape[len(b) + 1:]), *args[1:])
     return _wrap(reshape(out, b + (p.shape[len(b)],) + out.shape[1:]), x._blevels)
 
-
-_rule("ops.conv:Conv2d", "ops.conv:MaxPool2d", "ops.conv:WindowSum")(_fold_batch)
 
 
 

@@ -15,6 +15,9 @@ from ..backends import backend_of_array
 from .inplace import apply_inplace, check_inplace
 from .shape import sum_to, broadcast_to, broadcast_shapes, flatten
 from ._util import as_tensor, normalize_dim
+from ..dtypes import int64
+from .batching import BatchedTensor, _wrap, _bsizes
+from .registry import register, OpTest
 
 __all__ = ["getitem", "setitem", "gather", "take_along_axis", "index_select", "scatter_add"]
 
@@ -140,8 +143,117 @@ def _along(xp, index, dim):
                  for d, s in enumerate(index.shape))
 
 
+# --------------------------------------------------------------------------- op-table helpers
+def _ix(values, x):
+    """An integer index tensor on x's device (for the op-table entries below)."""
+    return Tensor(values, dtype=int64, device=x.device)
+
+
+def _copy(a):
+    return a.clone() if isinstance(a, Tensor) else a.copy()
+
+
+# setitem's entries work on a copy (a leaf that requires grad cannot be written in place); the same
+# function runs on Tensors (op) and on NumPy arrays (ref)
+def _set_slice(x, v):
+    y = _copy(x)
+    y[1:, 0] = v
+    return y
+
+
+def _set_scalar(x):
+    y = _copy(x)
+    y[..., 1] = 0.5
+    return y
+
+
+def _set_int_array(x, v):
+    y = _copy(x)
+    y[[0, 2], 1:3] = v
+    return y
+
+
+def _set_mask(x, m, v):
+    y = _copy(x)
+    y[m] = v
+    return y
+
+
+def _scatter_add_ref(np, a, dim, index, src):
+    """scatter_add the plain way on NumPy arrays (NumPy passed in: the ops layer does not import it)."""
+    out = a.copy()
+    pos = tuple(index if d == dim else np.arange(s).reshape([-1 if k == d else 1 for k in range(index.ndim)])
+                for d, s in enumerate(index.shape))
+    np.add.at(out, pos, src[tuple(slice(0, s) for s in index.shape)])
+    return out
+
+
+_GATHER_1 = [[0, 0], [3, 1], [1, 1]]          # for dim 1 of a (4, 4) input, using its first 3 rows
+_GATHER_0 = [[2, 0, 2], [2, 1, 0]]            # for dim 0 of a (3, 4) input, using its first 3 columns
+_SCATTER = [[0, 0, 2, 1], [0, 2, 2, 2]]       # for dim 0 of a (3, 4) input: repeated targets
+
+
+# --------------------------------------------------------------------------- batching rules
+def _adjacent_advanced(idx, basic):
+    """Whether the advanced indices of idx (if any) are next to each other: NumPy moves advanced indices
+    that are not to the front of the result, which the batch dims in front would not survive."""
+    if basic:
+        return True
+    adv = [k for k, i in enumerate(idx) if not (i is None or i is Ellipsis or isinstance(i, (slice, int)))]
+    return not adv or adv == list(range(adv[0], adv[0] + len(adv)))
+
+
+def _getitem_rule(cls, args, kwargs):
+    x, idx, basic = args
+    if not _adjacent_advanced(idx, basic):       # keep it simple: the per-example loop
+        return NotImplemented
+    nb = len(x._blevels)
+    return _wrap(cls.apply(x._bbase, (slice(None),) * nb + tuple(idx), basic), x._blevels)
+
+
+def _index_add_into_rule(cls, args, kwargs):
+    """getitem's backward, reached when a batched cotangent runs the backward (vmap of a vjp)."""
+    grad, shape, idx, basic = args
+    if not _adjacent_advanced(idx, basic):
+        return NotImplemented
+    b = _bsizes(grad._blevels)
+    return _wrap(cls.apply(grad._bbase, b + tuple(shape), (slice(None),) * len(b) + tuple(idx), basic),
+                 grad._blevels)
+
+
+def _index_put_rule(cls, args, kwargs):
+    """x batched, the value shared (a number or an unbatched tensor, which broadcasts over the batch dims
+    in front as it does over x[idx]); a batched value would need aligning to x[idx]: the loop."""
+    x, v, idx, basic = args
+    if x.__class__ is not BatchedTensor or v.__class__ is BatchedTensor or not _adjacent_advanced(idx, basic):
+        return NotImplemented
+    nb = len(x._blevels)
+    return _wrap(cls.apply(x._bbase, v, (slice(None),) * nb + tuple(idx), basic), x._blevels)
+
+
+def _gather_rule(cls, args, kwargs):
+    x, index, dim = args
+    if isinstance(index, Tensor):
+        return NotImplemented
+    b = _bsizes(x._blevels)
+    xp = x.device.backend.xp
+    return _wrap(cls.apply(x._bbase, xp.broadcast_to(index, b + index.shape), dim + len(b)), x._blevels)
+
+
+def _scatter_add_into_rule(cls, args, kwargs):
+    src, index, dim, shape = args
+    if isinstance(index, Tensor):
+        return NotImplemented
+    b = _bsizes(src._blevels)
+    xp = src.device.backend.xp
+    return _wrap(cls.apply(src._bbase, xp.broadcast_to(index, b + index.shape), dim + len(b), b + tuple(shape)),
+                 src._blevels)
+
+
 # --------------------------------------------------------------------------- getitem
 class GetItem(Function):
+    batch_rule = _getitem_rule
+
     @staticmethod
     def forward(ctx, x, idx, basic):
         ctx.shape, ctx.idx, ctx.basic = x.data.shape, idx, basic
@@ -157,6 +269,7 @@ class GetItem(Function):
 
 class IndexAddInto(Function):
     """zeros(shape) with grad added at idx (repeated indices accumulate): getitem's backward."""
+    batch_rule = _index_add_into_rule
 
     @staticmethod
     def forward(ctx, grad, shape, idx, basic):
@@ -174,6 +287,45 @@ class IndexAddInto(Function):
         return GetItem.apply(grad, ctx.idx, ctx.basic), None, None, None
 
 
+@register(method="__getitem__", tests=(
+    # basic indices: the result is a view, the backward assigns
+    OpTest((((3, 4),), ((2, 3, 4),)), op=lambda x: x[1], ref=lambda np, a: a[1], name="getitem_int"),
+    OpTest((((3, 4),),), op=lambda x: x[-1, 2], ref=lambda np, a: a[-1, 2], name="getitem_neg_int"),   # 0-d result
+    OpTest((((3, 4),), ((2, 5, 1),)), op=lambda x: x[1:, ::2], ref=lambda np, a: a[1:, ::2], name="getitem_slice"),
+    OpTest((((3, 4),),), op=lambda x: x[::-1, -2::-2], ref=lambda np, a: a[::-1, -2::-2], name="getitem_neg_step"),
+    OpTest((((3, 4),), ((2, 3, 4),)), op=lambda x: x[None, ..., 1], ref=lambda np, a: a[None, ..., 1],
+           name="getitem_none_ellipsis"),
+    OpTest((((2, 3, 4),),), op=lambda x: x[..., 1:3, None], ref=lambda np, a: a[..., 1:3, None],
+           name="getitem_ellipsis_slice"),
+    OpTest((((),), ((3,),)), op=lambda x: x[()], ref=lambda np, a: a[()], name="getitem_0d"),
+    OpTest((((),),), op=lambda x: x[None], ref=lambda np, a: a[None], name="getitem_0d_none"),
+    OpTest((((3, 4),), ((0, 2),)), op=lambda x: x[2:2], ref=lambda np, a: a[2:2], name="getitem_size0"),
+    # integer arrays: repeated indices must accumulate in backward
+    OpTest((((3, 4),), ((3,),)), op=lambda x: x[_ix([0, 2, 0], x)], ref=lambda np, a: a[np.array([0, 2, 0])],
+           name="getitem_int_tensor"),
+    OpTest((((3, 4),),), op=lambda x: x[[1, 1, -1]], ref=lambda np, a: a[[1, 1, -1]], name="getitem_int_list"),
+    OpTest((((3, 4),),), op=lambda x: x[_ix([[0, 1], [1, 1]], x)], ref=lambda np, a: a[np.array([[0, 1], [1, 1]])],
+           name="getitem_int_2d"),
+    OpTest((((3, 4),),), op=lambda x: x[[0, 1, 0], [2, 2, 2]], ref=lambda np, a: a[[0, 1, 0], [2, 2, 2]],
+           name="getitem_int_pairs"),
+    OpTest((((3, 4),),), op=lambda x: x[:, [3, 0, 3]], ref=lambda np, a: a[:, [3, 0, 3]],
+           name="getitem_int_after_slice"),
+    OpTest((((2, 3, 4),),), op=lambda x: x[[0, 1, 1], :, [1, 1, 3]], ref=lambda np, a: a[[0, 1, 1], :, [1, 1, 3]],
+           name="getitem_int_separated"),
+    OpTest((((3, 4),),), op=lambda x: x[None, [2, 2], ..., 1], ref=lambda np, a: a[None, [2, 2], ..., 1],
+           name="getitem_int_with_none"),
+    OpTest((((3, 4),),), op=lambda x: x[[]], ref=lambda np, a: a[np.array([], dtype=np.int64)],
+           name="getitem_int_empty"),
+    OpTest((((3, 4),),), op=lambda x: x[_ix(2, x), 1:], ref=lambda np, a: a[np.array(2), 1:], name="getitem_int_0d"),
+    OpTest((((3, 4), (6,)), ((3,), (2, 2))), op=lambda x, i: x[i], ref=lambda np, a, i: a[i],
+           name="getitem_index_kind", kinds=(None, "index:3")),
+    # bool masks
+    OpTest((((3, 4), (3, 4)), ((3, 4), (3,)), ((0,), (0,))), op=lambda x, m: x[m], ref=lambda np, a, m: a[m],
+           name="getitem_mask", kinds=(None, "bool")),
+    OpTest((((3, 4), (4,)),), op=lambda x, m: x[1:, m], ref=lambda np, a, m: a[1:, m], name="getitem_mask_mixed",
+           kinds=(None, "bool")),
+    OpTest((((3, 4),),), op=lambda x: x[[True, False, True]], ref=lambda np, a: a[[True, False, True]],
+           name="getitem_mask_list")))
 def getitem(x, idx):
     """x[idx] with NumPy semantics: ints, slices, None, Ellipsis, integer arrays/Tensors, bool masks."""
     return GetItem.apply(x, *_prepare(x, idx))
@@ -182,6 +334,7 @@ def getitem(x, idx):
 # --------------------------------------------------------------------------- setitem
 class IndexPut(Function):
     """A copy of x with v (broadcast) written at idx."""
+    batch_rule = _index_put_rule
 
     @staticmethod
     def forward(ctx, x, v, idx, basic):
@@ -204,6 +357,15 @@ class IndexPut(Function):
         return gx, gv, None, None
 
 
+@register(method="__setitem__", tests=(
+    # on a clone (a leaf that requires grad cannot be written in place)
+    OpTest((((3, 4), (2,)), ((3, 4), ()), ((3, 4), (1, 2))), op=_set_slice, ref=lambda np, a, v: _set_slice(a, v),
+           name="setitem_slice"),
+    OpTest((((3, 4),), ((2, 3, 4),)), op=_set_scalar, ref=lambda np, a: _set_scalar(a), name="setitem_scalar"),
+    OpTest((((3, 4), (2, 2)), ((3, 4), (1, 2))), op=_set_int_array, ref=lambda np, a, v: _set_int_array(a, v),
+           name="setitem_int_array"),
+    OpTest((((3, 4), (3, 4), ()), ((3, 4), (3,), (4,))), op=_set_mask, ref=lambda np, a, m, v: _set_mask(a, m, v),
+           name="setitem_mask", kinds=(None, "bool", None))))
 def setitem(x, idx, v):
     """x[idx] = v in place, v (a Tensor or a number) broadcast to x[idx]'s shape; differentiable."""
     idx, basic = _prepare(x, idx, "setitem")
@@ -231,6 +393,8 @@ def setitem(x, idx, v):
 
 # --------------------------------------------------------------------------- gather / scatter along a dim
 class Gather(Function):
+    batch_rule = _gather_rule
+
     @staticmethod
     def forward(ctx, x, index, dim):
         ctx.shape, ctx.index, ctx.dim = x.data.shape, index, dim
@@ -243,6 +407,7 @@ class Gather(Function):
 
 class ScatterAddInto(Function):
     """zeros(shape) with src[i, j, ...] added at index[i, j, ...] along dim: gather's backward."""
+    batch_rule = _scatter_add_into_rule
 
     @staticmethod
     def forward(ctx, src, index, dim, shape):
@@ -279,6 +444,13 @@ def _check_along(x, dim, index, op, src=None):
     return d
 
 
+@register(method=True, tests=(
+    OpTest((((4, 4),),), op=lambda x: gather(x, 1, _ix(_GATHER_1, x)),
+           ref=lambda np, a: np.take_along_axis(a[:3], np.array(_GATHER_1), 1), name="gather_dim1"),
+    OpTest((((3, 4),),), op=lambda x: x.gather(0, _ix(_GATHER_0, x)),
+           ref=lambda np, a: np.take_along_axis(a[:, :3], np.array(_GATHER_0), 0), name="gather_dim0_smaller"),
+    OpTest((((3, 4), (3, 6)), ((2, 3, 2), (2, 3, 5))), op=lambda x, i: x.gather(-1, i),
+           ref=lambda np, a, i: np.take_along_axis(a, i, -1), name="gather_index_kind", kinds=(None, "index:2"))))
 def gather(x, dim, index):
     """PyTorch's gather: out[i][j] = x[index[i][j]][j] for dim 0 (out has index's shape)."""
     x = as_tensor(x, "gather")
@@ -287,6 +459,11 @@ def gather(x, dim, index):
     return Gather.apply(x, index.data, d)
 
 
+@register(method=True, tests=(
+    OpTest((((3, 4), (3, 5)), ((3, 4), (1, 2)), ((1, 4), (3, 2))), op=lambda x, i: take_along_axis(x, i, 1),
+           ref=lambda np, a, i: np.take_along_axis(a, i, 1), kinds=(None, "index:4")),
+    OpTest((((3, 4), (7,)),), op=lambda x, i: x.take_along_axis(i, None), ref=lambda np, a, i: np.take_along_axis(a, i, None),
+           name="take_along_axis_none", kinds=(None, "index:12"))))
 def take_along_axis(x, indices, axis):
     """NumPy's take_along_axis: gather along ``axis`` with indices broadcast against x's other dims
     (axis=None: along the flattened tensor)."""
@@ -309,6 +486,10 @@ def take_along_axis(x, indices, axis):
     return gather(broadcast_to(x, xs), d, indices)
 
 
+@register(method=True, tests=(
+    OpTest((((3, 4),), ((3,),)), op=lambda x: x.index_select(0, _ix([2, 0, 2], x)), ref=lambda np, a: a[[2, 0, 2]]),
+    OpTest((((2, 3, 4), (5,)), ((2, 4), (0,))), op=lambda x, i: index_select(x, -1, i),
+           ref=lambda np, a, i: np.take(a, i, -1), name="index_select_last", kinds=(None, "index:4"))))
 def index_select(x, dim, index):
     """PyTorch's index_select: the entries index[k] along dim (a 1-d index; repeats allowed)."""
     x = as_tensor(x, "index_select")
@@ -322,6 +503,12 @@ def index_select(x, dim, index):
     return getitem(x, (slice(None),) * d + (index.reshape(-1),))
 
 
+@register(method=True, tests=(
+    OpTest((((3, 4), (2, 4)), ((3, 4), (3, 5))), op=lambda x, s: scatter_add(x, 0, _ix(_SCATTER, x), s),
+           ref=lambda np, a, s: _scatter_add_ref(np, a, 0, np.array(_SCATTER), s)),
+    OpTest((((3, 4), (3, 6), (3, 6)), ((3, 4), (2, 2), (3, 3))), op=lambda x, i, s: x.scatter_add(1, i, s),
+           ref=lambda np, a, i, s: _scatter_add_ref(np, a, 1, i, s), name="scatter_add_dim1",
+           kinds=(None, "index:4", None))))
 def scatter_add(x, dim, index, src):
     """PyTorch's scatter_add, out of place: x plus src[i][j] added at [index[i][j]][j] for dim 0."""
     x = as_tensor(x, "scatter_add")

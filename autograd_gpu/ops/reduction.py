@@ -10,6 +10,8 @@ from ..dtypes import get_default_dtype
 from .shape import broadcast_to, reshape
 from .elementwise import where, equal, sqrt, abs as _abs, exp, maximum, conj, real, imag, _no_complex
 from ._util import as_tensor, normalize_dims, normalize_dim, pick
+from . import batching
+from .registry import register, OpTest, UNARY
 
 __all__ = ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "prod", "logsumexp", "norm",
            "argmax", "argmin", "any", "all", "cumsum"]
@@ -31,6 +33,8 @@ def _regrow(grad, in_shape, axes, keepdims):
 
 
 class Sum(Function):
+    batch_rule = batching.reduction
+
     @staticmethod
     def forward(ctx, x, axes, keepdims):
         ctx.shape, ctx.axes, ctx.keepdims = x.data.shape, axes, keepdims
@@ -48,6 +52,13 @@ class Sum(Function):
         return _regrow(grad, ctx.shape, ctx.axes, ctx.keepdims), None, None
 
 
+@register(method=True, tests=(
+    OpTest(UNARY, ref="np.sum"),
+    OpTest((((2, 3, 4),), ((2, 0),)), op=lambda x: x.sum(dim=1), ref=lambda np, a: a.sum(axis=1), name="sum_dim"),
+    OpTest((((2, 3, 4),),), op=lambda x: x.sum(dim=1, keepdim=True), ref=lambda np, a: a.sum(axis=1, keepdims=True),
+           name="sum_keepdim"),
+    OpTest((((2, 3, 4),),), op=lambda x: sum(x, axis=(0, -1)), ref=lambda np, a: a.sum(axis=(0, -1)),
+           name="sum_axes")))
 def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None, dtype=None):
     """Sum over ``axis`` (alias ``dim``; int, tuple or None for all); bool/int sums are int64."""
     x = as_tensor(x, "sum")
@@ -60,6 +71,10 @@ def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None, dtype=None):
     return Sum.apply(x, axes, bool(keep))
 
 
+@register(method=True, tests=(
+    OpTest(UNARY[:2] + UNARY[3:], ref="np.mean"),
+    OpTest((((2, 3, 4),),), op=lambda x: x.mean(-1, keepdims=True), ref=lambda np, a: a.mean(-1, keepdims=True),
+           name="mean_dim")))
 def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Mean over ``axis`` (all elements when None); integer inputs give the default float dtype."""
     x = as_tensor(x, "mean")
@@ -73,6 +88,10 @@ def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     return s / n if n else s * math.nan
 
 
+@register(method=True, tests=(
+    OpTest((((3, 4),), ((2, 1, 3),)), ref="np.var"),
+    OpTest((((4, 3),),), op=lambda x: x.var(dim=0, correction=1), ref=lambda np, a: a.var(axis=0, ddof=1),
+           name="var_ddof")))
 def var(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None,
         _op="var"):
     """Variance over ``axis``, dividing by n - ddof. ``correction`` (PyTorch's name) and ``unbiased``
@@ -105,6 +124,8 @@ def _ddof(ddof, correction, unbiased, op):
     return d
 
 
+@register(method=True, tests=OpTest(
+    (((3, 4),),), op=lambda x: std(x, axis=1, keepdims=True), ref=lambda np, a: a.std(axis=1, keepdims=True)))
 def std(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None):
     """Standard deviation: sqrt(var(...)) with the same arguments."""
     return sqrt(var(x, axis, keepdims, dim=dim, keepdim=keepdim, ddof=ddof, correction=correction,
@@ -112,6 +133,7 @@ def std(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, corr
 
 
 class _MaxMin(Function):
+    batch_rule = batching.reduction
     pick_fn = None
 
     @classmethod
@@ -154,6 +176,9 @@ def _max_min(cls, x, axis, keepdims, dim, keepdim, op):
     return cls.apply(x, axes, bool(keepdims if keepdim is None else keepdim))
 
 
+@register(method=("max", "amax"), aliases=("amax",), tests=(
+    OpTest((((3, 4),), ((),)), ref="np.max"),
+    OpTest((((3, 4),), ((2, 3, 4),)), op=lambda x: x.max(dim=1), ref=lambda np, a: a.max(axis=1), name="max_dim")))
 def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Largest value over ``axis`` (all elements when None); ties share the gradient.
     For the values of two tensors elementwise use ``maximum``."""
@@ -162,6 +187,9 @@ def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     return _max_min(Max, x, axis, keepdims, dim, keepdim, "max")
 
 
+@register(method=("min", "amin"), aliases=("amin",), tests=OpTest(
+    (((3, 4),),), op=lambda x: x.min(axis=0, keepdims=True), ref=lambda np, a: a.min(axis=0, keepdims=True),
+    name="min_keepdim"))
 def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Smallest value over ``axis`` (all elements when None); ties share the gradient."""
     if isinstance(axis, Tensor):
@@ -170,10 +198,11 @@ def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     return _max_min(Min, x, axis, keepdims, dim, keepdim, "min")
 
 
-amax, amin = max, min
+amax, amin = max, min      # registered as aliases of max and min
 
 
 class LogSumExp(Function):
+    batch_rule = batching.reduction
     # fused: shifting by the max keeps exp from overflowing (float32 overflows at x > 88)
     @staticmethod
     def forward(ctx, x, axes, keepdims):
@@ -196,6 +225,10 @@ class LogSumExp(Function):
         return _regrow(grad, shape, ctx.axes, ctx.keepdims) * conj(softmax), None, None
 
 
+@register(method=True, tests=(
+    OpTest((((3, 4),), ((),)), ref="refs.logsumexp"),
+    OpTest((((3, 4),), ((2, 3, 4),)), op=lambda x: x.logsumexp(dim=1), ref=lambda np, a: np.log(np.sum(
+        np.exp(a - a.max(axis=1, keepdims=True)), axis=1)) + a.max(axis=1), name="logsumexp_dim")))
 def logsumexp(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """log(sum(exp(x))) over ``axis``, without overflow."""
     x = as_tensor(x, "logsumexp")
@@ -203,6 +236,8 @@ def logsumexp(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
 
 
 class Prod(Function):
+    batch_rule = batching.reduction
+
     @staticmethod
     def forward(ctx, x, axes, keepdims):
         ctx.save_for_backward(x)
@@ -245,12 +280,25 @@ def _product_of_others(x, axes):
     return others.permute(*inverse)
 
 
+@register(method=True, tests=(
+    OpTest((((3, 4),), ((),), ((0,),)), ref="np.prod", domain=(0.5, 1.5)),
+    OpTest((((3, 4),),), op=lambda x: x.prod(dim=1), ref=lambda np, a: a.prod(axis=1), name="prod_dim",
+           domain=(-1.5, 1.5))))
 def prod(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Product over ``axis``; the gradient is exact where x has zeros."""
     x = as_tensor(x, "prod")
     return Prod.apply(x, _axes(x, axis, dim, "prod"), bool(keepdims if keepdim is None else keepdim))
 
 
+@register(method=True, tests=(
+    OpTest((((3, 4),), ((5,),)), ref=lambda np, a: np.linalg.norm(a.reshape(-1))),
+    OpTest((((3, 4),),), op=lambda x: x.norm(dim=1, keepdim=True), ref=lambda np, a: np.linalg.norm(a, axis=1, keepdims=True),
+           name="norm_dim"),
+    OpTest((((3, 4),),), op=lambda x: norm(x, 1), ref=lambda np, a: np.abs(a).sum(), name="norm_p1", avoid=(0.0,)),
+    OpTest((((3, 4),),), op=lambda x: norm(x, p=3, dim=0), ref=lambda np, a: (np.abs(a) ** 3).sum(0) ** (1 / 3),
+           name="norm_p3", avoid=(0.0,)),
+    OpTest((((3, 4),),), op=lambda x: norm(x, math.inf), ref=lambda np, a: np.abs(a).max(), name="norm_inf",
+           avoid=(0.0,))))
 def norm(x, ord=None, axis=None, keepdims=False, *, p=None, dim=None, keepdim=None):
     """Vector p-norm over ``axis`` (all elements when None): ord 2 (default, also 'fro'), 1, inf,
     -inf, 0 (count of non-zeros), or any other real p as (sum |x|**p) ** (1/p)."""
@@ -277,6 +325,7 @@ def norm(x, ord=None, axis=None, keepdims=False, *, p=None, dim=None, keepdim=No
 
 
 class _Norm2(Function):
+    batch_rule = batching.reduction
     # fused so that the gradient at the zero vector is 0 (the subgradient PyTorch picks), not nan
     @staticmethod
     def forward(ctx, x, axes, keepdims):
@@ -313,12 +362,16 @@ def _arg(name, x, axis, dim, keepdims, keepdim, op):
     return Tensor._make(xp.asarray(out, dtype="int64"), x.device)
 
 
+@register(method=True, tests=OpTest(
+    (((3, 4),),), op=lambda x: x.argmax(dim=1), ref=lambda np, a: a.argmax(axis=1), grad=False, gradgrad=False))
 def argmax(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Index of the largest value (in the flattened tensor when axis is None); int64, no gradient."""
     return _arg("argmax", x, axis, dim, keepdims, keepdim, "argmax")
 
 
+@register(method=True, tests=OpTest((((3, 4),),), ref="np.argmin", grad=False, gradgrad=False))
 def argmin(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """Index of the smallest value (in the flattened tensor when axis is None); int64, no gradient."""
     return _arg("argmin", x, axis, dim, keepdims, keepdim, "argmin")
 
 
@@ -329,15 +382,27 @@ def _bool_reduce(name, x, axis, dim, keepdims, keepdim):
     return Tensor._make(xp.asarray(getattr(xp, name)(x.data, axis=axes, keepdims=bool(keepdims if keepdim is None else keepdim))), x.device)
 
 
+@register(method=True, tests=(   # bool results: no gradient
+    OpTest((((3, 4),), ((0, 3),)), ref="np.any", kinds=("bool",), grad=False, gradgrad=False),
+    OpTest((((3, 4),),), op=lambda x: x.any(dim=1, keepdim=True), ref=lambda np, a: a.any(axis=1, keepdims=True),
+           name="any_dim", kinds=("bool",), grad=False, gradgrad=False)))
 def any(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """Whether any element over ``axis`` is true (non-zero); a bool tensor, no gradient."""
     return _bool_reduce("any", x, axis, dim, keepdims, keepdim)
 
 
+@register(method=True, tests=(   # bool results: no gradient
+    OpTest((((3, 4),), ((0, 3),)), ref="np.all", kinds=("bool",), grad=False, gradgrad=False),
+    OpTest((((3, 4),),), op=lambda x: x.all(axis=0), ref=lambda np, a: a.all(axis=0), name="all_dim",
+           kinds=("bool",), grad=False, gradgrad=False)))
 def all(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+    """Whether every element over ``axis`` is true (non-zero); a bool tensor, no gradient."""
     return _bool_reduce("all", x, axis, dim, keepdims, keepdim)
 
 
 class CumSum(Function):
+    batch_rule = batching.unary_axis(1)
+
     @staticmethod
     def forward(ctx, x, axis):
         ctx.axis = axis
@@ -349,6 +414,8 @@ class CumSum(Function):
         return flip(cumsum(flip(grad, ctx.axis), ctx.axis), ctx.axis), None
 
 
+@register(method=True, tests=OpTest(
+    (((3, 4),),), op=lambda x: x.cumsum(dim=1), ref=lambda np, a: a.cumsum(axis=1)))
 def cumsum(x, axis=None, *, dim=None):
     """Running sum along ``axis`` (of the flattened tensor when None)."""
     x = as_tensor(x, "cumsum")

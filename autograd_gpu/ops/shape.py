@@ -6,6 +6,9 @@ from ..tensor import Tensor
 from ..dtypes import result_type
 from ._util import as_tensor, normalize_dim, normalize_dims, shape_arg, pick
 from ..backends import host_asarray as _host_asarray
+from . import batching
+from .batching import _wrap, _bsizes, _align, _expand, _union, _unary_axis
+from .registry import register, OpTest, UNARY
 
 __all__ = ["broadcast_shapes", "broadcast_to", "expand", "sum_to", "reshape", "view", "contiguous", "flatten",
            "permute", "transpose", "swapaxes", "squeeze", "unsqueeze", "expand_dims", "concatenate",
@@ -13,6 +16,8 @@ __all__ = ["broadcast_shapes", "broadcast_to", "expand", "sum_to", "reshape", "v
            "moveaxis", "unbind"]
 
 
+@register(untested="a shape helper (shapes in, a shape out), tested through every broadcasting op's table "
+                   "entries (add, where, take_along_axis, ...) and their error tests")
 def broadcast_shapes(*shapes, op="broadcast"):
     """The NumPy broadcast of several shapes, or ValueError naming the op and the shapes."""
     ndim = builtins.max(len(s) for s in shapes)
@@ -27,7 +32,15 @@ def broadcast_shapes(*shapes, op="broadcast"):
     return tuple(out)
 
 
+def _broadcast_to_rule(cls, args, kwargs):
+    x, shape = args
+    p = _align(x, x._blevels, len(shape))
+    return _wrap(cls.apply(p, _bsizes(x._blevels) + tuple(shape)), x._blevels)
+
+
 class BroadcastTo(Function):
+    batch_rule = _broadcast_to_rule
+
     @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = x.data.shape
@@ -38,7 +51,17 @@ class BroadcastTo(Function):
         return sum_to(grad, ctx.shape), None
 
 
+def _sum_to_rule(cls, args, kwargs):
+    x, shape = args
+    b = _bsizes(x._blevels)
+    padded = (1,) * (x.ndim - len(shape)) + tuple(shape)     # the batch dims must not count as leading
+    out = cls.apply(x._bbase, b + padded)
+    return _wrap(reshape(out, b + tuple(shape)), x._blevels)
+
+
 class SumTo(Function):
+    batch_rule = _sum_to_rule
+
     @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = x.data.shape
@@ -59,6 +82,13 @@ def _sum_to_array(a, shape):
     return a
 
 
+def _expand_as(self, other):
+    """x.expand_as(other): x broadcast to other's shape."""
+    return broadcast_to(self, other.shape)
+
+
+@register(method=True, methods={"expand_as": _expand_as}, tests=OpTest(
+    (((3, 1),), ((),)), op=lambda x: broadcast_to(x, (2, 3, 4)), ref=lambda np, a: np.broadcast_to(a, (2, 3, 4))))
 def broadcast_to(x, shape):
     """x broadcast to ``shape`` (NumPy rules); the gradient is summed back to x's shape."""
     x = as_tensor(x, "broadcast_to")
@@ -70,6 +100,8 @@ def broadcast_to(x, shape):
     return BroadcastTo.apply(x, shape)
 
 
+@register(method=True, tests=OpTest(
+    (((2, 1),),), op=lambda x: x.expand(4, -1, 3), ref=lambda np, a: np.broadcast_to(a, (4, 2, 3))))
 def expand(x, *sizes):
     """PyTorch's expand: broadcast to ``sizes``, where -1 keeps that dimension's size."""
     sizes = shape_arg(sizes, "expand")
@@ -80,6 +112,8 @@ def expand(x, *sizes):
     return broadcast_to(x, shape)
 
 
+@register(tests=OpTest(
+    (((2, 3, 4),),), op=lambda x: sum_to(x, (3, 1)), ref=lambda np, a: a.sum(0).sum(-1, keepdims=True)))
 def sum_to(x, shape):
     """Sum x down to ``shape`` (the reverse of broadcasting); the gradient broadcasts back."""
     shape = tuple(shape)
@@ -88,7 +122,14 @@ def sum_to(x, shape):
     return SumTo.apply(x, shape)
 
 
+def _reshape_rule(cls, args, kwargs):
+    x, shape = args
+    return _wrap(cls.apply(x._bbase, _bsizes(x._blevels) + tuple(shape)), x._blevels)
+
+
 class Reshape(Function):
+    batch_rule = _reshape_rule
+
     @staticmethod
     def forward(ctx, x, shape):
         ctx.shape = x.data.shape
@@ -117,6 +158,8 @@ def _resolve_shape(shape, size, op):
     return shape
 
 
+@register(method=True, tests=OpTest(
+    (((2, 6),), ((4, 0),)), op=lambda x: x.reshape(4, -1), ref=lambda np, a: a.reshape(4, -1)))
 def reshape(x, *shape):
     """x with a new shape of the same number of elements (one entry may be -1)."""
     if not isinstance(x, Tensor):
@@ -127,10 +170,17 @@ def reshape(x, *shape):
     return Reshape.apply(x, _resolve_shape(shape, x.data.size, "reshape"))
 
 
+def _view_as(self, other):
+    """x.view_as(other): x viewed in other's shape (no copy)."""
+    return view(self, other.shape)
+
+
+@register(method=True, methods={"view_as": _view_as}, tests=OpTest(
+    (((12,),),), op=lambda x: x.view((3, 4)), ref=lambda np, a: a.reshape(3, 4), name="view_tuple"))
 def view(x, *shape):
     """reshape that never copies: a RuntimeError (as in PyTorch) when x's memory layout cannot be seen in
     the new shape, since writes through a silent copy would be lost."""
-    y = reshape(x, *shape)
+    y = reshape(x, shape_arg(shape, "view"))
     if y is not x and y.data.size and not x.device.backend.xp.may_share_memory(y.data, x.data):
         strides = tuple(s // x.data.itemsize for s in x.data.strides)
         raise RuntimeError(f"view: a tensor of shape {x.shape} and strides {strides} cannot be viewed "
@@ -140,6 +190,8 @@ def view(x, *shape):
 
 
 class Contiguous(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         return ctx.wrap(x.data.copy(order="C"))     # (ascontiguousarray would make a 0-d array 1-d)
@@ -149,12 +201,18 @@ class Contiguous(Function):
         return grad
 
 
+@register(method=True, tests=OpTest(
+    (((2, 3),), ((4,),), ((),), ((0, 3),)), op=lambda x: x.T.contiguous(), ref=lambda np, a: a.T.copy(order="C"),
+    name="contiguous_of_transpose"))
 def contiguous(x):
     """x itself when its memory is C-contiguous, else a contiguous copy (differentiable)."""
     x = as_tensor(x, "contiguous")
     return x if x.data.flags.c_contiguous else Contiguous.apply(x)
 
 
+@register(method=True, tests=(
+    OpTest((((2, 3, 4),), ((),)), ref=lambda np, a: a.reshape(-1)),
+    OpTest((((2, 3, 4, 5),),), op=lambda x: x.flatten(1, 2), ref=lambda np, a: a.reshape(2, 12, 5), name="flatten_mid")))
 def flatten(x, start_dim=0, end_dim=-1):
     """Merge dims start_dim..end_dim into one (all of them by default)."""
     x = as_tensor(x, "flatten")
@@ -170,7 +228,15 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, x.shape[:s] + (n,) + x.shape[e + 1:])
 
 
+def _permute_rule(cls, args, kwargs):
+    x, axes = args
+    nb = len(x._blevels)
+    return _wrap(cls.apply(x._bbase, tuple(range(nb)) + batching._shift(axes, nb)), x._blevels)
+
+
 class Permute(Function):
+    batch_rule = _permute_rule
+
     @staticmethod
     def forward(ctx, x, axes):
         ctx.axes = axes
@@ -184,6 +250,8 @@ class Permute(Function):
         return grad.permute(*inv), None
 
 
+@register(method=True, tests=OpTest(
+    (((2, 3, 4),),), op=lambda x: x.permute(2, 0, 1), ref=lambda np, a: a.transpose(2, 0, 1)))
 def permute(x, *dims, op="permute"):
     """Reorder the dims: the result's dim i is x's dim ``dims[i]``."""
     x = as_tensor(x, op)
@@ -198,6 +266,9 @@ def permute(x, *dims, op="permute"):
     return Permute.apply(x, axes)
 
 
+@register(method=True, tests=(   # x.T is Tensor's own property (a transpose)
+    OpTest((((2, 3),), ((2, 3, 4),)), op=lambda x: x.T, ref=lambda np, a: a.T),
+    OpTest((((2, 3, 4),),), op=lambda x: x.transpose(0, 2), ref=lambda np, a: a.swapaxes(0, 2), name="transpose_swap")))
 def transpose(x, *axes):
     """NumPy's transpose (no axes: reverse them; a full permutation), or, given two dims of a tensor
     with more than two, PyTorch's transpose(dim0, dim1) that swaps them."""
@@ -210,7 +281,10 @@ def transpose(x, *axes):
     return permute(x, *axes, op="transpose")
 
 
+@register(method=("swapaxes", "swapdims"), tests=OpTest(
+    (((2, 3, 4),),), op=lambda x: swapaxes(x, -1, -2), ref=lambda np, a: a.swapaxes(-1, -2)))
 def swapaxes(x, axis1, axis2, op="swapaxes"):
+    """Swap two dims (PyTorch's swapdims, transpose(dim0, dim1))."""
     x = as_tensor(x, op)
     a = normalize_dim(axis1, x.ndim, op)
     b = normalize_dim(axis2, x.ndim, op)
@@ -219,7 +293,10 @@ def swapaxes(x, axis1, axis2, op="swapaxes"):
     return permute(x, *dims)
 
 
+@register(method=True, tests=OpTest(
+    (((2, 3, 4),),), op=lambda x: moveaxis(x, 0, -1), ref=lambda np, a: np.moveaxis(a, 0, -1)))
 def moveaxis(x, source, destination):
+    """Move dim ``source`` to position ``destination``, the others keeping their order."""
     s = normalize_dim(source, x.ndim, "moveaxis")
     d = normalize_dim(destination, x.ndim, "moveaxis")
     dims = [i for i in range(x.ndim) if i != s]
@@ -227,6 +304,9 @@ def moveaxis(x, source, destination):
     return permute(x, *dims)
 
 
+@register(method=True, tests=(
+    OpTest((((2, 1, 3, 1),),), ref="np.squeeze"),
+    OpTest((((2, 1, 3),),), op=lambda x: x.squeeze(1), ref=lambda np, a: a.squeeze(1), name="squeeze_dim")))
 def squeeze(x, dim=None, axis=None):
     """Remove size-1 dims (all of them, or the ones named; naming a dim of another size is an error)."""
     x = as_tensor(x, "squeeze")
@@ -242,6 +322,8 @@ def squeeze(x, dim=None, axis=None):
     return reshape(x, shape)
 
 
+@register(method=True, tests=OpTest(
+    (((2, 3),), ((),)), op=lambda x: x.unsqueeze(-1), ref=lambda np, a: a[..., None]))
 def unsqueeze(x, dim):
     """Insert a size-1 dim at ``dim`` (-1 appends one)."""
     x = as_tensor(x, "unsqueeze")
@@ -249,11 +331,21 @@ def unsqueeze(x, dim):
     return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
 
 
+@register(method=True, tests=OpTest((((2, 3),),), op=lambda x: expand_dims(x, 0), ref=lambda np, a: a[None]))
 def expand_dims(x, axis):
+    """NumPy's name for unsqueeze: insert a size-1 dim at ``axis``."""
     return unsqueeze(x, axis)
 
 
+def _concatenate_rule(cls, args, kwargs):
+    axis, xs = args[0], args[1:]
+    levels = _union(xs)
+    return _wrap(cls.apply(axis + len(levels), *(_expand(x, levels, x.shape) for x in xs)), levels)
+
+
 class Concatenate(Function):
+    batch_rule = _concatenate_rule
+
     @staticmethod
     def forward(ctx, axis, *xs):
         ctx.axis = axis
@@ -278,6 +370,11 @@ def _tensor_list(tensors, op):
     return xs
 
 
+@register(aliases=("cat",), tests=(
+    OpTest((((2, 3), (2, 2)), ((2, 0), (2, 4))), op=lambda a, b: concatenate([a, b], dim=1),
+           ref=lambda np, a, b: np.concatenate([a, b], axis=1), name="cat"),
+    OpTest((((1, 3), (2, 3), (3, 3)),), op=lambda a, b, c: concatenate((a, b, c)),
+           ref=lambda np, a, b, c: np.concatenate((a, b, c)), name="concatenate3")))
 def concatenate(tensors, axis=0, dim=None):
     """Join tensors along an existing dim; all other dims must match."""
     axis = dim if dim is not None else axis
@@ -292,9 +389,11 @@ def concatenate(tensors, axis=0, dim=None):
     return Concatenate.apply(ax, *xs)
 
 
-cat = concatenate
+cat = concatenate      # registered as an alias of concatenate
 
 
+@register(tests=OpTest(
+    (((2, 3), (2, 3)), ((), ())), op=lambda a, b: stack([a, b], axis=-1), ref=lambda np, a, b: np.stack([a, b], axis=-1)))
 def stack(tensors, axis=0, dim=None):
     """Join same-shaped tensors along a new dim."""
     axis = dim if dim is not None else axis
@@ -307,6 +406,8 @@ def stack(tensors, axis=0, dim=None):
 
 
 class Split(Function):
+    batch_rule = batching.unary_axis(2)
+
     @staticmethod
     def forward(ctx, x, sizes, axis):
         ctx.axis = axis
@@ -321,6 +422,9 @@ class Split(Function):
         return concatenate(list(grads), ctx.axis), None, None
 
 
+@register(method=True, tests=(
+    OpTest((((3, 5),),), op=lambda x: split(x, 2, dim=1), ref=lambda np, a: tuple(np.split(a, [2, 4], axis=1))),
+    OpTest((((4, 2),),), op=lambda x: x.split([1, 3]), ref=lambda np, a: tuple(np.split(a, [1])), name="split_sizes")))
 def split(x, split_size_or_sections, dim=0, axis=None):
     """PyTorch's split: an int is the size of each piece (the last may be smaller), a list gives the
     sizes. Returns a tuple of tensors."""
@@ -345,6 +449,8 @@ def split(x, split_size_or_sections, dim=0, axis=None):
     return Split.apply(x, sizes, dim)
 
 
+@register(method=True, tests=OpTest(
+    (((6, 2),),), op=lambda x: chunk(x, 3, dim=0), ref=lambda np, a: tuple(np.split(a, [2, 4]))))
 def chunk(x, chunks, dim=0):
     """Split into ``chunks`` pieces of ceil(n / chunks) (the last may be smaller), as in PyTorch."""
     if not isinstance(chunks, int) or chunks <= 0:
@@ -354,13 +460,22 @@ def chunk(x, chunks, dim=0):
     return split(x, builtins.max(1, -(-n // chunks)), d)
 
 
+@register(method=True, tests=OpTest(
+    (((2, 3),),), op=lambda x: unbind(x, 1), ref=lambda np, a: tuple(a[:, i] for i in range(3))))
 def unbind(x, dim=0):
     """The slices along ``dim`` as a tuple, that dim removed."""
     d = normalize_dim(dim, x.ndim, "unbind")
     return tuple(squeeze(p, d) for p in split(x, 1, d)) if x.shape[d] > 1 else (squeeze(x, d),) * x.shape[d]
 
 
+def _pad_rule(cls, args, kwargs):
+    x, widths, value = args
+    return _wrap(cls.apply(x._bbase, ((0, 0),) * len(x._blevels) + tuple(widths), value), x._blevels)
+
+
 class Pad(Function):
+    batch_rule = _pad_rule
+
     @staticmethod
     def forward(ctx, x, widths, value):
         ctx.slices = tuple(slice(lo, lo + n) for (lo, _), n in zip(widths, x.data.shape))
@@ -371,6 +486,10 @@ class Pad(Function):
         return grad[ctx.slices], None, None
 
 
+@register(method=True, tests=(
+    OpTest((((2, 3),),), op=lambda x: pad(x, ((1, 0), (2, 1))), ref=lambda np, a: np.pad(a, ((1, 0), (2, 1)))),
+    OpTest((((2, 3),), ((3,),)), op=lambda x: pad(x, 1, value=0.5), ref=lambda np, a: np.pad(a, 1, constant_values=0.5),
+           name="pad_value")))
 def pad(x, pad_width, mode="constant", value=0.0, constant_values=None):
     """NumPy's pad, constant mode: ``pad_width`` is an int, a (before, after) pair, or one pair per dim."""
     x = as_tensor(x, "pad")
@@ -395,6 +514,8 @@ def pad(x, pad_width, mode="constant", value=0.0, constant_values=None):
 
 
 class Flip(Function):
+    batch_rule = batching.unary_axis(1)
+
     @staticmethod
     def forward(ctx, x, dims):
         ctx.dims = dims
@@ -405,6 +526,9 @@ class Flip(Function):
         return flip(grad, ctx.dims), None
 
 
+@register(method=True, tests=(
+    OpTest((((3, 4),),), op=lambda x: x.flip(0), ref=lambda np, a: np.flip(a, 0)),
+    OpTest((((3, 4),),), ref="np.flip", name="flip_all")))
 def flip(x, dims=None, axis=None):
     """Reverse the order of elements along ``dims`` (all dims when None)."""
     x = as_tensor(x, "flip")
@@ -412,7 +536,18 @@ def flip(x, dims=None, axis=None):
     return Flip.apply(x, dims) if dims else x
 
 
+def _roll_rule(cls, args, kwargs):
+    x, shifts, dims = args
+    if dims is None:
+        if x.ndim != 1:
+            return NotImplemented
+        dims = 0
+    return _unary_axis(cls, (x, shifts, dims), kwargs, 2)
+
+
 class Roll(Function):
+    batch_rule = _roll_rule
+
     @staticmethod
     def forward(ctx, x, shifts, dims):
         ctx.shifts, ctx.dims = shifts, dims
@@ -424,6 +559,11 @@ class Roll(Function):
         return Roll.apply(grad, neg, ctx.dims), None, None
 
 
+@register(method=True, tests=(
+    OpTest((((3, 4),),), op=lambda x: x.roll(1, dims=1), ref=lambda np, a: np.roll(a, 1, axis=1)),
+    OpTest((((3, 4),),), op=lambda x: roll(x, -2), ref=lambda np, a: np.roll(a, -2), name="roll_flat"),
+    OpTest((((3, 4),),), op=lambda x: roll(x, (1, 2), (0, 1)), ref=lambda np, a: np.roll(a, (1, 2), (0, 1)),
+           name="roll_multi")))
 def roll(x, shifts, dims=None, axis=None):
     """Shift elements cyclically along ``dims`` (of the flattened tensor when None)."""
     x = as_tensor(x, "roll")
@@ -440,7 +580,16 @@ def roll(x, shifts, dims=None, axis=None):
     return Roll.apply(x, shifts, dims)
 
 
+def _tile_rule(cls, args, kwargs):
+    x, reps = args
+    nd = builtins.max(x.ndim, len(reps))
+    reps = (1,) * (len(x._blevels) + nd - len(reps)) + tuple(reps)
+    return _wrap(cls.apply(_align(x, x._blevels, nd), reps), x._blevels)
+
+
 class Tile(Function):
+    batch_rule = _tile_rule
+
     @staticmethod
     def forward(ctx, x, reps):
         ctx.shape = x.data.shape
@@ -456,6 +605,8 @@ class Tile(Function):
         return g.reshape(ctx.shape), None
 
 
+@register(method=True, tests=OpTest(
+    (((2, 3),), ((3,),)), op=lambda x: tile(x, (2, 2)), ref=lambda np, a: np.tile(a, (2, 2))))
 def tile(x, reps, op="tile"):
     """NumPy's tile: repeat the whole tensor ``reps`` times along each dim."""
     x = as_tensor(x, op)
@@ -466,6 +617,8 @@ def tile(x, reps, op="tile"):
     return Tile.apply(x, reps)
 
 
+@register(method=True, tests=OpTest(
+    (((2, 3),),), op=lambda x: x.repeat(2, 1, 3), ref=lambda np, a: np.tile(a, (2, 1, 3))))
 def repeat(x, *sizes):
     """PyTorch's repeat: tile by ``sizes`` (at least x.ndim of them). For NumPy's element-wise
     repeat use repeat_interleave."""
@@ -476,6 +629,8 @@ def repeat(x, *sizes):
     return tile(x, sizes, op="repeat")
 
 
+@register(method=True, tests=OpTest(
+    (((2, 3),),), op=lambda x: repeat_interleave(x, 2, dim=1), ref=lambda np, a: np.repeat(a, 2, axis=1)))
 def repeat_interleave(x, repeats, dim=None, axis=None):
     """NumPy's repeat: each element ``repeats`` times along ``dim`` (of the flattened tensor when None)."""
     dim = pick(axis, dim, "repeat_interleave")
