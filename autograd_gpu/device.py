@@ -27,8 +27,9 @@ class Device:
     for the laziness.
     """
 
-    # _backend: TEMP, the old spelling ``dev._backend or dev.backend`` (ops/*.py, nn/functional.py,
-    # autograd/function.py); it mirrors ``backend``. Drop it once they read ``dev.backend``.
+    # _backend: TEMP, for the old spelling ``dev._backend or dev.backend`` still in ops/*.py, ops/nn/*.py,
+    # nn/functional.py, autograd/function.py and tests/test_compile_cuda.py; it mirrors ``backend``
+    # (None until then). Drop it once they all read ``dev.backend``.
     __slots__ = ("type", "index", "_str", "backend", "_backend")
 
     def __init__(self, type_, index):

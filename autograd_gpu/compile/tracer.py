@@ -11,6 +11,11 @@ Reads of values into Python (``.item()``, ``bool(a)``, ``float(a)``, ``.tolist()
 logged as guards: the value seen is kept and the replay checks it. Anything the tracer cannot follow
 (``numpy.asarray`` on a traced array, a write into an array it does not know) raises ``Untraceable``,
 and the function runs eagerly instead.
+
+The records themselves (``Ref``, ``Step``) are the trace IR of backends/trace_ir.py, which the
+backends' fusers read without importing this package; the switch that says a trace runs in this
+thread and the ``host_values`` hook are in _trace_hooks.py, where optimizers and layers below
+compile/ reach them (``Tracer.host_values`` answers the hook).
 """
 import operator
 import threading
