@@ -13,7 +13,7 @@ from ..autograd.function import Function
 from ..autograd import function as _function
 from ..autograd.grad_mode import state
 from ..tensor import Tensor
-from ..dtypes import scalar_result_dtype, result_type, get_default_dtype, complex_dtype
+from ..dtypes import scalar_result_dtype, result_type, get_default_dtype, complex_dtype, complex64, complex128
 from .shape import broadcast_shapes, broadcast_to, sum_to
 from ._util import as_tensor
 from ..backends import get_backend as _get_backend
@@ -158,6 +158,7 @@ def _host_const(a, c):
 
 # --------------------------------------------------------------------------- binary arithmetic
 class Add(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
 
     @staticmethod
@@ -170,6 +171,7 @@ class Add(Function):
 
 
 class AddScalar(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
     display_name = "Add"
 
@@ -184,6 +186,7 @@ class AddScalar(Function):
 
 
 class Sub(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
 
     @staticmethod
@@ -198,6 +201,7 @@ class Sub(Function):
 
 
 class RSubScalar(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
     display_name = "Sub"
 
@@ -211,6 +215,7 @@ class RSubScalar(Function):
 
 
 class Mul(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
 
     @staticmethod
@@ -233,6 +238,7 @@ class Mul(Function):
 
 
 class MulScalar(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
     __slots__ = ("c",)
     display_name = "Mul"
@@ -255,6 +261,7 @@ class MulScalar(Function):
 
 
 class Div(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
 
     @staticmethod
@@ -273,6 +280,7 @@ class Div(Function):
 
 
 class DivScalar(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
     __slots__ = ("c",)
     display_name = "Div"
@@ -291,6 +299,7 @@ class DivScalar(Function):
 
 
 class RDivScalar(Function):
+    batch_rule = batching.elementwise
     display_name = "Div"
 
     @staticmethod
@@ -306,6 +315,8 @@ class RDivScalar(Function):
 
 
 class Pow(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, a, b):
         y = ctx.wrap(a.data ** b.data)
@@ -324,6 +335,7 @@ class Pow(Function):
 
 
 class PowScalar(Function):
+    batch_rule = batching.elementwise
     __slots__ = ("c",)
     display_name = "Pow"
 
@@ -348,6 +360,7 @@ class PowScalar(Function):
 
 
 class RPowScalar(Function):
+    batch_rule = batching.elementwise
     __slots__ = ("log_c",)
     display_name = "Pow"
 
@@ -368,6 +381,8 @@ class RPowScalar(Function):
 
 
 class Maximum(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -379,6 +394,8 @@ class Maximum(Function):
 
 
 class Minimum(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -420,23 +437,80 @@ def _swapped(fn):
     return g
 
 
-add = _binary("add", Add.apply, AddScalar.apply, AddScalar.apply, "a + b with broadcasting; either may be a Python number.",
-              _operator.add)
-sub = _binary("sub", Sub.apply, _sub_scalar, RSubScalar.apply, "a - b with broadcasting; either may be a Python number.")
-mul = _binary("mul", Mul.apply, MulScalar.apply, MulScalar.apply, "a * b with broadcasting; either may be a Python number.",
-              _operator.mul)
-_div = _binary("div", Div.apply, DivScalar.apply, RDivScalar.apply, "")
-pow = _binary("pow", Pow.apply, PowScalar.apply, RPowScalar.apply, "a ** b; either may be a Python number.")
-maximum = _binary("maximum", _ordered_fn(Maximum.apply, "maximum"), lambda t, c: Maximum.apply(*_as_pair("")(t, c)),
-                  _swapped(Maximum.apply), "Elementwise max; at ties each operand gets half the gradient.")
-minimum = _binary("minimum", _ordered_fn(Minimum.apply, "minimum"), lambda t, c: Minimum.apply(*_as_pair("")(t, c)),
-                  _swapped(Minimum.apply), "Elementwise min; at ties each operand gets half the gradient.")
+# op-table samples and settings of the complex entries (complex inputs; "real" marks a real input of their
+# precision; gradients in complex128 with PyTorch's convention)
+_C = (complex64, complex128)
+_CUNARY, _CBINARY = UNARY[:3], BINARY[:3]
+_CTOL = {complex64: {"rtol": 1e-4, "atol": 1e-5}}     # complex64 transcendental functions
 
 
-def rsub(a, b):
+def _ctest(samples, ref, op=None, name=None, **kw):
+    """An op-table entry on complex64/complex128 inputs."""
+    kw.setdefault("tol", _CTOL)
+    return OpTest(samples, ref=ref, op=op, name=name, dtypes=_C, **kw)
+
+
+def _rsub(a, b):
     return sub(b, a)
 
 
+def _rdiv(a, b):
+    return div(b, a)
+
+
+def _rpow(a, b):
+    return pow(b, a)
+
+
+add = register(method=("add", "__add__", "__radd__"), tests=(
+    OpTest(BINARY, ref="np.add", op=_operator.add),
+    OpTest(UNARY, ref=lambda np, a: a + a.dtype.type(1.5), op=lambda x: x + 1.5, name="add_scalar"),
+    OpTest(UNARY, ref=lambda np, a: 2 + a, op=lambda x: 2 + x, name="radd_scalar"),
+    _ctest(_CBINARY, "np.add", _operator.add, "complex_add"),
+))(_binary("add", Add.apply, AddScalar.apply, AddScalar.apply, "a + b with broadcasting; either may be a Python number.",
+           _operator.add))
+sub = register(method=("sub", "subtract", "__sub__"), methods={"__rsub__": _rsub}, tests=(
+    OpTest(BINARY, ref="np.subtract", op=_operator.sub),
+    OpTest(UNARY, ref=lambda np, a: a.dtype.type(2.5) - a, op=lambda x: 2.5 - x, name="rsub_scalar"),
+    _ctest(_CBINARY, "np.subtract", _operator.sub, "complex_sub"),
+))(_binary("sub", Sub.apply, _sub_scalar, RSubScalar.apply, "a - b with broadcasting; either may be a Python number."))
+mul = register(method=("mul", "multiply", "__mul__", "__rmul__"), tests=(
+    OpTest(BINARY, ref="np.multiply", op=_operator.mul),
+    OpTest(UNARY, ref=lambda np, a: a * 3, op=lambda x: x * 3, name="mul_scalar"),
+    _ctest(_CBINARY, "np.multiply", _operator.mul, "complex_mul"),
+    _ctest((((2, 3), (2, 3)), ((2, 3), (3,))), "np.multiply", _operator.mul, "complex_mul_real", kinds=(None, "real")),
+    _ctest(_CUNARY, lambda np, a: a * (2 - 1j), lambda x: x * (2 - 1j), "complex_mul_scalar"),
+))(_binary("mul", Mul.apply, MulScalar.apply, MulScalar.apply, "a * b with broadcasting; either may be a Python number.",
+           _operator.mul))
+_div = _binary("div", Div.apply, DivScalar.apply, RDivScalar.apply, "")
+pow = register(method=("pow", "__pow__"), methods={"__rpow__": _rpow}, tests=(
+    OpTest((((2, 3), (2, 3)), ((3,), ())), ref="np.power", op=_operator.pow, domain=(0.5, 2.0)),
+    OpTest(UNARY, ref=lambda np, a: a ** 3, op=lambda x: x ** 3, name="pow_scalar"),
+    OpTest(UNARY, ref=lambda np, a: a ** a.dtype.type(0.5), op=lambda x: x ** 0.5, name="pow_half", domain=(0.2, 3.0)),
+    OpTest(UNARY, ref=lambda np, a: a ** a.dtype.type(-2.0), op=lambda x: x ** -2, name="pow_neg", domain=(0.3, 3.0)),
+    OpTest(UNARY, ref=lambda np, a: a.dtype.type(2.0) ** a, op=lambda x: 2.0 ** x, name="rpow_scalar"),
+    _ctest(_CUNARY, lambda np, a: a ** 2.5, lambda x: x ** 2.5, "complex_pow_scalar", domain=(0.5, 2.0)),
+    _ctest(_CUNARY, lambda np, a: a ** 2, lambda x: x ** 2, "complex_pow_2"),
+    _ctest((((2, 3), (2, 3)),), "np.power", _operator.pow, "complex_pow", domain=(0.5, 1.5)),
+))(_binary("pow", Pow.apply, PowScalar.apply, RPowScalar.apply, "a ** b; either may be a Python number."))
+maximum = register(method=True, tests=OpTest(BINARY, ref="np.maximum"))(
+    _binary("maximum", _ordered_fn(Maximum.apply, "maximum"), lambda t, c: Maximum.apply(*_as_pair("")(t, c)),
+            _swapped(Maximum.apply), "Elementwise max; at ties each operand gets half the gradient."))
+minimum = register(method=True, tests=OpTest(BINARY, ref="np.minimum"))(
+    _binary("minimum", _ordered_fn(Minimum.apply, "minimum"), lambda t, c: Minimum.apply(*_as_pair("")(t, c)),
+            _swapped(Minimum.apply), "Elementwise min; at ties each operand gets half the gradient."))
+
+
+@register(method=("div", "divide", "__truediv__"), methods={"__rtruediv__": _rdiv}, aliases=("true_divide", "divide"),
+          tests=(OpTest(BINARY, ref="np.divide", op=_operator.truediv, avoid=(0.0,)),
+                 OpTest(UNARY, ref=lambda np, a: a.dtype.type(1.0) / a, op=lambda x: 1.0 / x, name="rdiv_scalar",
+                        avoid=(0.0,)),
+                 OpTest(UNARY, ref=lambda np, a: a / 4, op=lambda x: x / 4, name="div_scalar"),
+                 _ctest(_CBINARY, "np.divide", _operator.truediv, "complex_div", domain=(0.5, 2.0)),
+                 _ctest((((2, 3), (2, 3)),), "np.divide", _operator.truediv, "complex_real_div", kinds=("real", None),
+                        domain=(0.5, 2.0)),
+                 _ctest(_CUNARY, lambda np, a: (1 + 2j) / a, lambda x: (1 + 2j) / x, "complex_rdiv_scalar",
+                        domain=(0.5, 2.0))))
 def div(a, b):
     """a / b (true division); integer / integer gives the default float dtype, as in PyTorch."""
     if _is_integral(a) and _is_integral(b):
@@ -455,14 +529,6 @@ def _is_integral(v):
 
 
 true_divide = divide = div
-
-
-def rdiv(a, b):
-    return div(b, a)
-
-
-def rpow(a, b):
-    return pow(b, a)
 
 
 # --------------------------------------------------------------------------- constants of the graph
@@ -489,11 +555,42 @@ def _constant(name, a, b, op):
     return Tensor._make(getattr(backend.xp, name)(_data(a), _data(b)), t.device)
 
 
+# == and != answer NotImplemented for None and other non-array objects, so that ``t == None`` is False
+# (as in PyTorch) and ``in`` tests on lists of tensors work
+def _eq_operator(a, b):
+    if b is None or isinstance(b, (str, dict, set)):
+        return NotImplemented
+    return equal(a, b)
+
+
+def _ne_operator(a, b):
+    if b is None or isinstance(b, (str, dict, set)):
+        return NotImplemented
+    return not_equal(a, b)
+
+
+def _rfloordiv(a, b):
+    return floor_divide(b, a)
+
+
+def _rmod(a, b):
+    return remainder(b, a)
+
+
+_NO_GRAD = dict(grad=False, gradgrad=False)      # graph constants: no gradient to check
+
+
+@register(aliases=("eq",), method="eq", methods={"__eq__": _eq_operator},
+          tests=OpTest(BINARY[:2], ref="np.equal", op=_operator.eq, name="eq", **_NO_GRAD))
 def equal(a, b):
+    """a == b, elementwise (a bool tensor; a constant to the graph)."""
     return _constant("equal", a, b, "eq")
 
 
+@register(aliases=("ne",), method="ne", methods={"__ne__": _ne_operator},
+          tests=OpTest(BINARY[:2], ref="np.not_equal", op=_operator.ne, name="ne", **_NO_GRAD))
 def not_equal(a, b):
+    """a != b, elementwise (a bool tensor; a constant to the graph)."""
     return _constant("not_equal", a, b, "ne")
 
 
@@ -505,44 +602,68 @@ def _ordered(name, a, b, op):
     return _constant(name, a, b, op)
 
 
+@register(aliases=("lt",), method=("lt", "__lt__"),
+          tests=OpTest(BINARY, ref="np.less", op=_operator.lt, name="lt", **_NO_GRAD))
 def less(a, b):
+    """a < b, elementwise (a bool tensor; a constant to the graph)."""
     return _ordered("less", a, b, "lt")
 
 
+@register(aliases=("le",), method=("le", "__le__"),
+          tests=OpTest(BINARY[:2], ref="np.less_equal", op=_operator.le, name="le", **_NO_GRAD))
 def less_equal(a, b):
+    """a <= b, elementwise (a bool tensor; a constant to the graph)."""
     return _ordered("less_equal", a, b, "le")
 
 
+@register(aliases=("gt",), method=("gt", "__gt__"),
+          tests=OpTest(BINARY[:2], ref="np.greater", op=_operator.gt, name="gt", **_NO_GRAD))
 def greater(a, b):
+    """a > b, elementwise (a bool tensor; a constant to the graph)."""
     return _ordered("greater", a, b, "gt")
 
 
+@register(aliases=("ge",), method=("ge", "__ge__"),
+          tests=OpTest(BINARY, ref="np.greater_equal", op=_operator.ge, name="ge", **_NO_GRAD))
 def greater_equal(a, b):
+    """a >= b, elementwise (a bool tensor; a constant to the graph)."""
     return _ordered("greater_equal", a, b, "ge")
 
 
-eq, ne, lt, le, gt, ge = equal, not_equal, less, less_equal, greater, greater_equal
-
-
+@register(method="__floordiv__", methods={"__rfloordiv__": _rfloordiv},
+          tests=OpTest((((4,), (4,)),), ref="np.floor_divide", op=_operator.floordiv, name="floordiv",
+                       domain=(1.0, 5.0), **_NO_GRAD))    # piecewise constant: no gradient
 def floor_divide(a, b):
     """a // b, rounded toward minus infinity; a constant to the graph."""
     return _ordered("floor_divide", a, b, "floor_divide")
 
 
+@register(method="__mod__", methods={"__rmod__": _rmod},
+          tests=OpTest((((4,), (4,)),), ref="np.remainder", op=_operator.mod, name="mod", domain=(1.0, 5.0),
+                       **_NO_GRAD))
 def remainder(a, b):
     """a % b with the sign of b (Python's and NumPy's convention); a constant to the graph."""
     return _ordered("remainder", a, b, "remainder")
 
 
+_BOOLS = dict(kinds=("bool", "bool"), **_NO_GRAD)
+
+
+@register(method=True, tests=OpTest(BINARY[:2], ref="np.logical_and", **_BOOLS))
 def logical_and(a, b):
+    """a and b, elementwise (a bool tensor; nonzero is true)."""
     return _constant("logical_and", a, b, "logical_and")
 
 
+@register(method=True, tests=OpTest(BINARY[:2], ref="np.logical_or", **_BOOLS))
 def logical_or(a, b):
+    """a or b, elementwise (a bool tensor; nonzero is true)."""
     return _constant("logical_or", a, b, "logical_or")
 
 
+@register(method=True, tests=OpTest(BINARY[:2], ref="np.logical_xor", **_BOOLS))
 def logical_xor(a, b):
+    """a xor b, elementwise (a bool tensor; nonzero is true)."""
     return _constant("logical_xor", a, b, "logical_xor")
 
 
@@ -553,15 +674,24 @@ def _bitwise(name, a, b, op):
     return _constant(name, a, b, op)
 
 
+_INTS = dict(kinds=("int", "int"), **_NO_GRAD)
+
+
+@register(method=("__and__", "__rand__"), tests=OpTest(BINARY[:2], ref="np.bitwise_and", op=_operator.and_, **_INTS))
 def bitwise_and(a, b):
+    """a & b on bool or integer tensors, elementwise."""
     return _bitwise("bitwise_and", a, b, "and")
 
 
+@register(method=("__or__", "__ror__"), tests=OpTest(BINARY[:2], ref="np.bitwise_or", op=_operator.or_, **_INTS))
 def bitwise_or(a, b):
+    """a | b on bool or integer tensors, elementwise."""
     return _bitwise("bitwise_or", a, b, "or")
 
 
+@register(method=("__xor__", "__rxor__"), tests=OpTest(BINARY[:2], ref="np.bitwise_xor", op=_operator.xor, **_INTS))
 def bitwise_xor(a, b):
+    """a ^ b on bool or integer tensors, elementwise."""
     return _bitwise("bitwise_xor", a, b, "xor")
 
 
@@ -574,48 +704,70 @@ def _unary_constant(name, x, op):
     return Tensor._make(getattr(x.device.backend.xp, name)(x.data), x.device)
 
 
+@register(method=True, tests=OpTest(UNARY, ref="np.sign", **_NO_GRAD))   # constant: no gradient
 def sign(x):
     """-1, 0 or 1 by the sign of x; a constant to the graph (its derivative is 0 almost everywhere)."""
     return _unary_constant("sign", x, "sign")
 
 
+@register(method=True, tests=OpTest(UNARY, ref="np.floor", **_NO_GRAD))
 def floor(x):
+    """The largest integer <= x, elementwise (x's dtype; a constant to the graph)."""
     return _unary_constant("floor", x, "floor")
 
 
+@register(method=True, tests=OpTest(UNARY, ref="np.ceil", **_NO_GRAD))
 def ceil(x):
+    """The smallest integer >= x, elementwise (x's dtype; a constant to the graph)."""
     return _unary_constant("ceil", x, "ceil")
 
 
+@register(method=True, tests=OpTest(UNARY, ref="np.round", domain=(-4.0, 4.0), **_NO_GRAD))
 def round(x):
+    """x rounded to the nearest integer, halves to even (x's dtype; a constant to the graph)."""
     return _unary_constant("round", x, "round")
 
 
+@register(method=True, tests=OpTest(UNARY[:2], ref="np.logical_not", kinds=("bool",), **_NO_GRAD))
 def logical_not(x):
+    """not x, elementwise (a bool tensor; nonzero is true)."""
     return _unary_constant("logical_not", x, "logical_not")
 
 
+@register(method="__invert__", tests=OpTest(UNARY[:2], ref="np.invert", op=_operator.invert, kinds=("int",),
+                                            **_NO_GRAD))
 def bitwise_not(x):
+    """~x on a bool or integer tensor (logical not for bool), elementwise."""
     x = as_tensor(x, "invert")
     if x.dtype.kind not in "biu":
         raise TypeError(f"invert (~): expected a bool or integer tensor, got {x.dtype}")
     return _unary_constant("invert", x, "invert")
 
 
+@register(method=True, tests=OpTest(UNARY[:2], ref="np.isnan", **_NO_GRAD))
 def isnan(x):
+    """True where x is NaN, elementwise."""
     return _unary_constant("isnan", x, "isnan")
 
 
+@register(method=True, tests=OpTest(UNARY[:2], ref="np.isinf", **_NO_GRAD))
 def isinf(x):
+    """True where x is +-inf, elementwise."""
     return _unary_constant("isinf", x, "isinf")
 
 
+@register(method=True, tests=OpTest(UNARY[:2], ref="np.isfinite", **_NO_GRAD))
 def isfinite(x):
+    """True where x is neither NaN nor +-inf, elementwise."""
     return _unary_constant("isfinite", x, "isfinite")
+
+
+eq, ne, lt, le, gt, ge = equal, not_equal, less, less_equal, greater, greater_equal    # registered as aliases
 
 
 # --------------------------------------------------------------------------- unary maths
 class Neg(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
 
     @staticmethod
@@ -630,6 +782,8 @@ class Neg(Function):
 
 
 class Abs(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -664,6 +818,8 @@ class Exp(Function):
 
 
 class Expm1(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         y = ctx.wrap(ctx.xp.expm1(x.data))
@@ -677,6 +833,7 @@ class Expm1(Function):
 
 
 class Log(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
 
     @staticmethod
@@ -691,6 +848,8 @@ class Log(Function):
 
 
 class Log1p(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -703,6 +862,8 @@ class Log1p(Function):
 
 
 class Sqrt(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         y = ctx.wrap(ctx.xp.sqrt(x.data))
@@ -716,6 +877,8 @@ class Sqrt(Function):
 
 
 class Rsqrt(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         y = ctx.wrap(1.0 / ctx.xp.sqrt(x.data))
@@ -729,6 +892,8 @@ class Rsqrt(Function):
 
 
 class Square(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -741,6 +906,8 @@ class Square(Function):
 
 
 class Sin(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -753,6 +920,8 @@ class Sin(Function):
 
 
 class Cos(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -765,6 +934,8 @@ class Cos(Function):
 
 
 class Tan(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         y = ctx.wrap(ctx.xp.tan(x.data))
@@ -778,6 +949,7 @@ class Tan(Function):
 
 
 class Tanh(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
 
     @staticmethod
@@ -810,6 +982,7 @@ def _times_grad(t, g):
 class TanhBackward(Function):
     """grad * (1 - y**2) as one op (PyTorch's tanh_backward): one node in backward instead of three,
     itself differentiable so create_graph works."""
+    batch_rule = batching.elementwise
     _array_forward = True
 
     @staticmethod
@@ -825,6 +998,7 @@ class TanhBackward(Function):
 
 
 class Sigmoid(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
     # fused: the backward from the saved output, y * (1 - y), stays finite where the composed
     # 1 / (1 + exp(-x)) would give inf * 0; the forward is a backend kernel (overflow-safe there)
@@ -848,6 +1022,7 @@ class Sigmoid(Function):
 
 class SigmoidBackward(Function):
     """grad * y * (1 - y) as one differentiable op (PyTorch's sigmoid_backward)."""
+    batch_rule = batching.elementwise
     _array_forward = True
 
     @staticmethod
@@ -864,6 +1039,7 @@ class SigmoidBackward(Function):
 
 
 class Relu(Function):
+    batch_rule = batching.elementwise
     _array_forward = True
 
     # the output is saved, not the input (as PyTorch does): y > 0 exactly where x > 0, and the input of
@@ -885,6 +1061,7 @@ class Relu(Function):
 
 class ReluBackward(Function):
     """grad where x > 0, else 0, as one op; linear in grad, so its own backward is itself."""
+    batch_rule = batching.elementwise
     _array_forward = True
 
     @staticmethod
@@ -899,6 +1076,8 @@ class ReluBackward(Function):
 
 
 class LeakyRelu(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x, slope):
         ctx.save_for_backward(x)
@@ -913,6 +1092,8 @@ class LeakyRelu(Function):
 
 
 class Elu(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x, alpha):
         xp = ctx.xp
@@ -929,6 +1110,8 @@ class Elu(Function):
 
 
 class Erf(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -941,6 +1124,7 @@ class Erf(Function):
 
 
 class Softplus(Function):
+    batch_rule = batching.elementwise
     # fused for stability: log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)) never overflows
     @staticmethod
     def forward(ctx, x):
@@ -974,29 +1158,54 @@ def _unary(cls, op, doc=None, real_only=False):
     return g if real_only else f
 
 
-neg = _unary(Neg, "neg")
-abs = _unary(Abs, "abs")
-exp = register(method=True, tests=OpTest(UNARY, ref="np.exp"))(_unary(Exp, "exp", "e ** x, elementwise."))
-expm1 = _unary(Expm1, "expm1")
-log = _unary(Log, "log")
-log1p = _unary(Log1p, "log1p")
-sqrt = _unary(Sqrt, "sqrt")
-rsqrt = _unary(Rsqrt, "rsqrt")
-square = _unary(Square, "square")
-sin = _unary(Sin, "sin")
-cos = _unary(Cos, "cos")
-tan = _unary(Tan, "tan")
-tanh = _unary(Tanh, "tanh")
-sigmoid = _unary(Sigmoid, "sigmoid")
-relu = _unary(Relu, "relu", real_only=True)
-erf = _unary(Erf, "erf", real_only=True)
-for _f, _doc in [(neg, "-x"), (abs, "|x|; the gradient at 0 is 0"), (expm1, "e ** x - 1, exact near 0"),
-                 (log, "Natural logarithm"), (log1p, "log(1 + x), exact near 0"), (sqrt, "Square root"),
-                 (rsqrt, "1 / sqrt(x)"), (square, "x * x"), (sin, "Sine"), (cos, "Cosine"), (tan, "Tangent"),
-                 (tanh, "Hyperbolic tangent"), (sigmoid, "1 / (1 + exp(-x)), computed without overflow"),
-                 (relu, "max(x, 0); the gradient at 0 is 0"), (erf, "The error function")]:
-    _f.__doc__ = _doc + ", elementwise."
+neg = register(method=("neg", "__neg__"), aliases=("negative",), tests=(
+    OpTest(UNARY, ref="np.negative", op=_operator.neg),
+    _ctest(_CUNARY, "np.negative", _operator.neg, "complex_neg"),
+))(_unary(Neg, "neg", "-x, elementwise."))
+abs = register(method=("abs", "__abs__"), tests=(
+    OpTest(UNARY, ref="np.abs", avoid=(0.0,)),
+    _ctest(_CUNARY, "np.abs", name="complex_abs", avoid=(0.0,)),
+))(_unary(Abs, "abs", "|x|, elementwise; the gradient at 0 is 0."))
+exp = register(method=True, tests=(OpTest(UNARY, ref="np.exp"), _ctest(_CUNARY, "np.exp", name="complex_exp")))(
+    _unary(Exp, "exp", "e ** x, elementwise."))
+expm1 = register(method=True, tests=OpTest(UNARY, ref="np.expm1"))(
+    _unary(Expm1, "expm1", "e ** x - 1, elementwise, exact near 0."))
+log = register(method=True, tests=(OpTest(UNARY, ref="np.log", domain=(0.1, 4.0)),
+                                   _ctest(_CUNARY, "np.log", name="complex_log", domain=(0.5, 2.0))))(
+    _unary(Log, "log", "Natural logarithm, elementwise."))
+log1p = register(method=True, tests=OpTest(UNARY, ref="np.log1p", domain=(-0.5, 3.0)))(
+    _unary(Log1p, "log1p", "log(1 + x), elementwise, exact near 0."))
+sqrt = register(method=True, tests=(OpTest(UNARY, ref="np.sqrt", domain=(0.1, 4.0)),
+                                    _ctest(_CUNARY, "np.sqrt", name="complex_sqrt", domain=(0.5, 2.0))))(
+    _unary(Sqrt, "sqrt", "Square root, elementwise."))
+rsqrt = register(method=True, tests=OpTest(UNARY, ref=lambda np, a: 1 / np.sqrt(a), domain=(0.2, 4.0)))(
+    _unary(Rsqrt, "rsqrt", "1 / sqrt(x), elementwise."))
+square = register(method=True, tests=(OpTest(UNARY, ref="np.square"),
+                                      _ctest(_CUNARY, "np.square", name="complex_square")))(
+    _unary(Square, "square", "x * x, elementwise."))
+sin = register(method=True, tests=(OpTest(UNARY, ref="np.sin"), _ctest(_CUNARY, "np.sin", name="complex_sin")))(
+    _unary(Sin, "sin", "Sine, elementwise."))
+cos = register(method=True, tests=(OpTest(UNARY, ref="np.cos"), _ctest(_CUNARY, "np.cos", name="complex_cos")))(
+    _unary(Cos, "cos", "Cosine, elementwise."))
+tan = register(method=True, tests=OpTest(UNARY, ref="np.tan", domain=(-1.2, 1.2)))(
+    _unary(Tan, "tan", "Tangent, elementwise."))
+tanh = register(method=True, tests=(OpTest(UNARY, ref="np.tanh"),
+                                    _ctest(_CUNARY, "np.tanh", name="complex_tanh", domain=(-1.0, 1.0))))(
+    _unary(Tanh, "tanh", "Hyperbolic tangent, elementwise."))
+sigmoid = register(method=True, tests=(OpTest(UNARY, ref="refs.sigmoid", domain=(-6.0, 6.0)),
+                                       _ctest(_CUNARY, "refs.sigmoid", name="complex_sigmoid", domain=(-1.0, 1.0))))(
+    _unary(Sigmoid, "sigmoid", "1 / (1 + exp(-x)), elementwise, computed without overflow."))
+relu = register(method=True, tests=OpTest(UNARY, ref=lambda np, a: np.maximum(a, 0), avoid=(0.0,)))(
+    _unary(Relu, "relu", "max(x, 0), elementwise; the gradient at 0 is 0.", real_only=True))
+erf = register(method=True, tests=OpTest(UNARY, ref="refs.erf"))(
+    _unary(Erf, "erf", "The error function, elementwise.", real_only=True))
 negative = neg
+
+
+@register(method="__pos__", tests=OpTest(UNARY, ref="np.positive", op=_operator.pos))
+def positive(x):
+    """+x: the tensor itself, as PyTorch's (no copy, no graph node)."""
+    return as_tensor(x, "positive")
 
 
 def _real(v, op, what):
@@ -1007,6 +1216,10 @@ def _real(v, op, what):
     return float(n)
 
 
+@register(method=True, tests=(
+    OpTest(UNARY, ref=lambda np, a: np.where(a > 0, a, a * a.dtype.type(0.01)), avoid=(0.0,)),
+    OpTest(UNARY, ref=lambda np, a: np.where(a > 0, a, a * a.dtype.type(0.2)), op=lambda x: leaky_relu(x, 0.2),
+           name="leaky_relu_slope", avoid=(0.0,))))
 def leaky_relu(x, negative_slope=0.01):
     """x where x > 0, else negative_slope * x."""
     x = as_tensor(x, "leaky_relu")
@@ -1015,6 +1228,7 @@ def leaky_relu(x, negative_slope=0.01):
     return LeakyRelu.apply(x, _real(negative_slope, "leaky_relu", "negative_slope"))
 
 
+@register(method=True, tests=OpTest(UNARY, ref=lambda np, a: np.where(a > 0, a, np.expm1(a)), avoid=(0.0,)))
 def elu(x, alpha=1.0):
     """x where x > 0, else alpha * (exp(x) - 1)."""
     x = as_tensor(x, "elu")
@@ -1023,6 +1237,10 @@ def elu(x, alpha=1.0):
     return Elu.apply(x, _real(alpha, "elu", "alpha"))
 
 
+@register(method=True, tests=(
+    OpTest(UNARY, ref="refs.gelu", domain=(-4.0, 4.0)),
+    OpTest(UNARY, ref=lambda np, a: (0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3)))).astype(a.dtype),
+           op=lambda x: gelu(x, approximate="tanh"), name="gelu_tanh")))
 def gelu(x, approximate="none"):
     """x * Phi(x) with the exact erf form (PyTorch's default), or the tanh approximation."""
     x = as_tensor(x, "gelu")
@@ -1033,12 +1251,17 @@ def gelu(x, approximate="none"):
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
+@register(method=True, tests=OpTest(UNARY, ref=lambda np, a: a * (1 / (1 + np.exp(-a))).astype(a.dtype)))
 def silu(x):
     """x * sigmoid(x) (also called swish)."""
     x = as_tensor(x, "silu")
     return x * sigmoid(x)
 
 
+@register(method=True, tests=(
+    OpTest(UNARY, ref="refs.softplus", domain=(-5.0, 5.0)),
+    OpTest(UNARY, ref=lambda np, a: np.where(2 * a > 3, a, np.logaddexp(0, 2 * a) / 2).astype(a.dtype),
+           op=lambda x: softplus(x, beta=2.0, threshold=3.0), name="softplus_beta", avoid=(1.5,))))
 def softplus(x, beta=1.0, threshold=20.0):
     """log(1 + exp(beta * x)) / beta, computed stably; linear where beta * x > threshold (as in PyTorch)."""
     x = as_tensor(x, "softplus")
@@ -1054,6 +1277,8 @@ def softplus(x, beta=1.0, threshold=20.0):
 
 # --------------------------------------------------------------------------- where, clamp
 class Where(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, cond, a, b):
         ctx.cond = cond
@@ -1067,6 +1292,23 @@ class Where(Function):
         return None, ga, gb
 
 
+def _where_method(self, condition, other):
+    """PyTorch's x.where(cond, y): x where cond holds, else y."""
+    return where(condition, self, other)
+
+
+def _masked_fill(self, mask, value):
+    """self with ``value`` where ``mask`` is true."""
+    return where(mask, value, self)
+
+
+@register(method=(), methods={"where": _where_method, "masked_fill": _masked_fill}, tests=(
+    OpTest((((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), (2, 1)), ((), (2,), ())), ref="np.where",
+           kinds=("bool", None, None)),
+    OpTest((((2, 3), (2, 3)), ((3,), ())), ref=lambda np, c, a: np.where(c, a, a.dtype.type(0)),
+           op=lambda c, a: where(c, a, 0.0), name="where_scalar", kinds=("bool", None)),
+    _ctest((((2, 3), (2, 3)),), lambda np, a, b: np.where(a.real > 0, a, b), lambda x, y: where(x.real > 0, x, y),
+           "complex_where")))
 def where(cond, a, b):
     """a where cond is true, else b (broadcast together); cond takes no gradient."""
     ref = next((v for v in (a, b, cond) if isinstance(v, Tensor)), None)
@@ -1101,6 +1343,8 @@ def where(cond, a, b):
 
 
 class Clamp(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x, lo, hi):
         ctx.save_for_backward(x)
@@ -1119,6 +1363,11 @@ class Clamp(Function):
         return where(inside, grad, 0.0), None, None
 
 
+@register(method=True, tests=(
+    OpTest(UNARY, ref=lambda np, a: np.clip(a, -0.5, 1.0), op=lambda x: clamp(x, -0.5, 1.0), avoid=(-0.5, 1.0)),
+    OpTest(UNARY, ref=lambda np, a: np.maximum(a, a.dtype.type(0.1)), op=lambda x: x.clamp(min=0.1), name="clamp_min",
+           avoid=(0.1,)),
+    OpTest(BINARY[:2], ref="np.maximum", op=lambda x, lo: clamp(x, lo), name="clamp_tensor", avoid=(0.0,))))
 def clamp(x, min=None, max=None):
     """x limited to [min, max] (either may be None); numbers or tensors. The gradient passes where
     x is inside the range, boundaries included."""
@@ -1149,6 +1398,7 @@ def clamp(x, min=None, max=None):
 class ClampTensor(Function):
     """clamp with Tensor bounds: x where it is inside [lo, hi] (boundaries included, as the scalar
     form), else the bound; the gradient goes to x inside, to the bound it was clamped to outside."""
+    batch_rule = batching.elementwise
 
     @staticmethod
     def forward(ctx, x, lo, hi):
@@ -1173,7 +1423,10 @@ class ClampTensor(Function):
         return sum_to(gx, x.shape), glo, ghi
 
 
+@register(method=True, tests=OpTest(UNARY[:2], ref=lambda np, a: np.clip(a, -0.5, 1.0), op=lambda x: x.clip(-0.5, 1.0),
+                                    avoid=(-0.5, 1.0)))
 def clip(x, a_min=None, a_max=None):
+    """clamp under NumPy's argument names: x limited to [a_min, a_max]."""
     return clamp(x, a_min, a_max)
 
 
@@ -1182,6 +1435,8 @@ def clip(x, a_min=None, a_max=None):
 # so a holomorphic y = f(z) passes grad * conj(f'(z)) back, and a real input of a complex op gets the
 # real part of its gradient (Cast's backward). On real tensors conj is the tensor itself: no op.
 class Conj(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         return ctx.wrap(ctx.xp.conj(x.data))
@@ -1197,6 +1452,8 @@ def _cj(t):
 
 
 class Real(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         ctx.src = x.data.dtype
@@ -1208,6 +1465,8 @@ class Real(Function):
 
 
 class Imag(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         ctx.src = x.data.dtype
@@ -1219,6 +1478,8 @@ class Imag(Function):
 
 
 class Complex(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, re, im):
         b = ctx.device._backend or ctx.device.backend
@@ -1238,6 +1499,7 @@ def _complex_arg(x, op):
     return x
 
 
+@register(method=True, tests=_ctest(_CUNARY, "np.conj", name="complex_conj"))
 def conj(x):
     """Complex conjugate, elementwise; a real tensor is returned as it is (no op, as in PyTorch)."""
     x = as_tensor(x, "conj")
@@ -1250,11 +1512,21 @@ def real(x):
     return Real.apply(x) if x.data.dtype.kind == "c" else x
 
 
+real = register(methods={"real": property(real, doc="The real part (the tensor itself when it is real).")},
+                tests=_ctest(_CUNARY, "np.real", lambda x: x.real, "complex_real"))(real)   # x.real: a property
+
+
 def imag(x):
     """The imaginary part (a float tensor of the same precision); complex tensors only, as in PyTorch."""
     return Imag.apply(_complex_arg(x, "imag"))
 
 
+imag = register(methods={"imag": property(imag, doc="The imaginary part (complex tensors only).")},
+                tests=_ctest(_CUNARY, "np.imag", lambda x: x.imag, "complex_imag"))(imag)   # x.imag: a property
+
+
+@register(method=True, tests=_ctest(_CUNARY, lambda np, a: np.where(a == 0, 0, a / np.where(a == 0, 1, np.abs(a))),
+                                    name="complex_sgn", avoid=(0.0,)))
 def sgn(x):
     """z / |z| for complex z (0 at 0); sign(x) for real x. Differentiable for complex z != 0."""
     x = as_tensor(x, "sgn")
@@ -1265,6 +1537,7 @@ def sgn(x):
     return where(zero, 0.0, x / where(zero, 1.0, r))
 
 
+@register(method=True, tests=_ctest(_CUNARY, "np.angle", name="complex_angle", avoid=(0.0,)))
 def angle(x):
     """The argument atan2(imag, real) in (-pi, pi]; for a real tensor 0 or pi (no gradient there)."""
     x = as_tensor(x, "angle")
@@ -1274,6 +1547,8 @@ def angle(x):
 
 
 class Angle(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
@@ -1290,6 +1565,9 @@ class Angle(Function):
         return where(zero, 0.0, grad * (z * 1j) / where(zero, 1.0, r2))
 
 
+@register(tests=_ctest((((2, 3), (2, 3)), ((3,), (2, 3))),
+                       lambda np, a, b: (a + 1j * b).astype(np.result_type(a, np.complex64)),
+                       name="complex_from_parts", kinds=("real", "real")))
 def complex(real, imag):
     """real + i * imag from two float tensors of one dtype (broadcast together): complex64 from
     float32, complex128 from float64."""
@@ -1307,6 +1585,7 @@ def complex(real, imag):
     return Complex.apply(re, im)
 
 
+@register(tests=_ctest(_CUNARY, lambda np, a: np.stack([a.real, a.imag], -1)))
 def view_as_real(x):
     """A complex tensor as a float tensor with a last dimension of 2 (real, imag); a copy here."""
     from .shape import stack
@@ -1314,6 +1593,7 @@ def view_as_real(x):
     return stack([real(x), imag(x)], -1)
 
 
+@register(tests=_ctest((((3, 2),),), lambda np, a: a[..., 0] + 1j * a[..., 1], kinds=("real",)))
 def view_as_complex(x):
     """The inverse of view_as_real: a float tensor whose last dimension is 2 as a complex tensor."""
     x = as_tensor(x, "view_as_complex")

@@ -7,8 +7,10 @@ from ..tensor import Tensor
 from ..dtypes import result_type
 from .shape import broadcast_to, broadcast_shapes
 from ._util import as_tensor
+from . import batching
+from .registry import register, OpTest
 
-__all__ = ["apply_inplace", "add_", "sub_", "mul_", "div_", "fill_", "zero_", "copy_", "clamp_"]
+__all__ = ["apply_inplace", "add_", "sub_", "mul_", "div_", "pow_", "fill_", "zero_", "copy_", "clamp_"]
 
 
 def check_inplace(x, recording, op):
@@ -144,6 +146,11 @@ def _direct(x, other, op, alpha=1):
     return True
 
 
+# the op-table entries of the in-place ops edit a clone (a leaf that requires grad cannot be edited)
+_INTO = (((2, 3), (2, 3)), ((2, 3), (3,)), ((3, 4), ()))      # the operand broadcasts to x's shape
+
+
+@register(method=("add_", "__iadd__"), tests=OpTest(_INTO, ref="np.add", op=lambda x, y: x.clone().add_(y)))
 def add_(x, other, alpha=1):
     """x += alpha * other, in place."""
     if _direct(x, other, "add_", alpha):
@@ -152,7 +159,10 @@ def add_(x, other, alpha=1):
     return apply_inplace(x, lambda a, b: add(a, _scaled(b, alpha)), "add_", other)
 
 
+@register(method=("sub_", "__isub__"),
+          tests=OpTest(_INTO, ref=lambda np, a, b: a - 2 * b, op=lambda x, y: x.clone().sub_(y, alpha=2)))
 def sub_(x, other, alpha=1):
+    """x -= alpha * other, in place."""
     if _direct(x, other, "sub_", alpha):
         return x
     from .elementwise import sub
@@ -169,31 +179,43 @@ def _scaled(b, alpha):
     return mul(b, alpha)
 
 
+@register(method=("mul_", "__imul__"), tests=OpTest(_INTO, ref="np.multiply", op=lambda x, y: x.clone().mul_(y)))
 def mul_(x, other):
+    """x *= other, in place."""
     if _direct(x, other, "mul_"):
         return x
     from .elementwise import mul
     return apply_inplace(x, mul, "mul_", other)
 
 
+@register(method=("div_", "__itruediv__"),
+          tests=OpTest(_INTO, ref="np.divide", op=lambda x, y: x.clone().div_(y), avoid=(0.0,)))
 def div_(x, other):
+    """x /= other, in place."""
     if _direct(x, other, "div_"):
         return x
     from .elementwise import div
     return apply_inplace(x, div, "div_", other)
 
 
+@register(method=True, tests=OpTest((((3, 4),), ((),)), ref=lambda np, a: a ** 3, op=lambda x: x.clone().pow_(3)))
 def pow_(x, other):
+    """x **= other, in place."""
     from .elementwise import pow
     return apply_inplace(x, pow, "pow_", other)
 
 
+@register(method=("clamp_", "clip_"), tests=OpTest((((3, 4),), ((),)), ref=lambda np, a: np.clip(a, -0.5, 1.0),
+                                                 op=lambda x: x.clone().clamp_(-0.5, 1.0), avoid=(-0.5, 1.0)))
 def clamp_(x, min=None, max=None):
+    """x limited to [min, max], in place."""
     from .elementwise import clamp
     return apply_inplace(x, lambda a: clamp(a, min, max), "clamp_")
 
 
 class Fill(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x, value):
         return ctx.wrap(ctx.xp.full(x.data.shape, value, dtype=x.data.dtype))
@@ -203,6 +225,8 @@ class Fill(Function):
         return grad * 0.0, None          # the old values no longer matter
 
 
+@register(method=True, tests=OpTest((((3, 4),), ((),)), ref=lambda np, a: np.full_like(a, 0.5),
+                                    op=lambda x: x.clone().fill_(0.5)))
 def fill_(x, value):
     """Set every element to ``value``, in place."""
     if not isinstance(value, (Tensor, bool, int, float)) and not (
@@ -215,10 +239,14 @@ def fill_(x, value):
     return apply_inplace(x, lambda a: Fill.apply(a, value), "fill_")
 
 
+@register(method=True, tests=OpTest((((3, 4),),), ref="np.zeros_like", op=lambda x: x.clone().zero_()))
 def zero_(x):
+    """Set every element to 0, in place."""
     return fill_(x, 0)
 
 
+@register(method=True, tests=OpTest((((2, 3), (2, 3)), ((2, 3), (3,))), ref=lambda np, a, b: np.broadcast_to(b, a.shape),
+                                    op=lambda x, y: x.clone().copy_(y)))
 def copy_(x, src):
     """Copy ``src`` (broadcast to x's shape, cast to x's dtype) into x, in place."""
     def fn(a, s):

@@ -1,9 +1,14 @@
 """Ops that move or copy data without changing values: cast, to_device, clone."""
 from ..autograd.function import Function
 from ..tensor import Tensor
+from ..dtypes import float64
+from . import batching
+from .registry import register, OpTest, UNARY
 
 
 class Cast(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.src = x.data.dtype
@@ -20,12 +25,16 @@ class Cast(Function):
         return grad.to(dtype=src), None
 
 
+@register(tests=OpTest(UNARY[:1], ref=lambda np, a: a.astype(np.float64), op=lambda x: x.to(float64),
+                       name="to_float64"))
 def cast(x, dtype):
     """x converted to ``dtype``; the gradient is cast back to x's dtype."""
     return Cast.apply(x, dtype)
 
 
 class ToDevice(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x, dev):
         ctx.src = x.device
@@ -36,6 +45,7 @@ class ToDevice(Function):
         return grad.to(ctx.src), None
 
 
+@register(untested="needs two devices: tests/test_tensor.py::test_cuda_tensor_round_trip_and_repr")
 def to_device(x, dev):
     """x copied to device ``dev``; the gradient is copied back."""
     return ToDevice.apply(x, dev)
@@ -44,6 +54,7 @@ def to_device(x, dev):
 class Alias(Function):
     """The same values and memory as x under a new identity: d(alias)/dx = 1. ag.func uses it to give
     each transform its own variable (so nested transforms do not confuse their perturbations)."""
+    batch_rule = batching.elementwise
 
     @staticmethod
     def forward(ctx, x):
@@ -55,6 +66,8 @@ class Alias(Function):
 
 
 class Clone(Function):
+    batch_rule = batching.elementwise
+
     @staticmethod
     def forward(ctx, x):
         return ctx.wrap(x.data.copy())
@@ -64,6 +77,7 @@ class Clone(Function):
         return grad
 
 
+@register(tests=OpTest(UNARY, ref="np.copy"))      # the method is Tensor.clone (the class defines it)
 def clone(x):
     """A copy with its own memory; the gradient passes straight through."""
     if not isinstance(x, Tensor):
