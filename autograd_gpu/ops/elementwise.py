@@ -1302,7 +1302,7 @@ def _masked_fill(self, mask, value):
     return where(mask, value, self)
 
 
-@register(method=(), methods={"where": _where_method, "masked_fill": _masked_fill}, tests=(
+@register(methods={"where": _where_method, "masked_fill": _masked_fill}, tests=(
     OpTest((((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), (2, 1)), ((), (2,), ())), ref="np.where",
            kinds=("bool", None, None)),
     OpTest((((2, 3), (2, 3)), ((3,), ())), ref=lambda np, c, a: np.where(c, a, a.dtype.type(0)),
