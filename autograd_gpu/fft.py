@@ -1,3 +1,8 @@
-"""ag.fft: NumPy's discrete Fourier transforms on Tensors, differentiable (autograd_gpu/ops/fft.py)."""
-from .ops.fft import (fft, ifft, rfft, irfft, fft2, ifft2, rfft2, irfft2, fftn, ifftn, rfftn, irfftn,  # noqa: F401
-                      fftshift, ifftshift, fftfreq, rfftfreq, __all__)
+"""ag.fft: NumPy's discrete Fourier transforms on Tensors, differentiable (autograd_gpu/ops/fft.py).
+
+Every name is an op registered with namespace="fft"; this module exports what the registry lists."""
+from .ops import fft as _fft  # noqa: F401  (importing it registers its ops)
+from .ops import registry as _registry
+
+globals().update(_registry.names("fft"))
+__all__ = sorted(_registry.names("fft"))

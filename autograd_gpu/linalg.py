@@ -1,9 +1,9 @@
-"""ag.linalg: NumPy's linear-algebra names, batched over leading dims and differentiable to any order."""
-from .ops.solvers import inv, solve, det, slogdet, cholesky, lstsq, pinv
-from .ops.decompositions import qr, eigh, svd, svdvals
-from .ops.norms import (vector_norm, matrix_norm, norm, trace, diagonal, cross, matrix_power,
-                        multi_dot)
+"""ag.linalg: NumPy's linear-algebra names, batched over leading dims and differentiable to any order.
 
-__all__ = ["inv", "solve", "det", "slogdet", "cholesky", "qr", "eigh", "svd", "svdvals", "norm",
-           "vector_norm", "matrix_norm", "pinv", "lstsq", "matrix_power", "multi_dot", "cross",
-           "diagonal", "trace"]
+Every name is an op registered with namespace="linalg" (autograd_gpu/ops/solvers.py, decompositions.py,
+norms.py); this module exports what the registry lists."""
+from .ops import solvers, decompositions, norms  # noqa: F401  (importing them registers their ops)
+from .ops import registry as _registry
+
+globals().update(_registry.names("linalg"))
+__all__ = sorted(_registry.names("linalg"))

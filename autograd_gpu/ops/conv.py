@@ -17,6 +17,8 @@ from ..autograd.function import Function
 from ..backends import backend_of_array
 from .reduction import Sum
 from .elementwise import MulScalar, mul
+from .shape import reshape
+from . import batching
 
 __all__ = ["conv2d", "max_pool2d", "avg_pool2d", "out_size"]
 
@@ -165,9 +167,39 @@ def _conv_input_grad(xp, gy, w, x_shape, geom):
     return _col2im(xp, _matmul(wt, rows.reshape(n, g, o // g, gh * gw)), x_shape, kh, kw, geom)
 
 
+# --------------------------------------------------------------------------- batching rules
+def _fold_rule(shape_pos=None, idx_pos=None):
+    """The rule of an image op whose first argument is batched and whose others are not: the batch dims
+    folded into N (``batching.fold_batch``), and with them the N of the input shape at ``shape_pos`` and
+    of the per-window index array at ``idx_pos`` (the backward helpers: reached when a batched
+    cotangent runs the backward, vmap of a vjp; the index array repeats per example)."""
+    def rule(cls, args, kwargs):
+        x = args[0]
+        if x.__class__ is not batching.BatchedTensor or any(
+                a.__class__ is batching.BatchedTensor for a in args[1:]):
+            return NotImplemented        # a batched weight (per-example weights): the per-example loop
+        p, b = x._bbase, batching._bsizes(x._blevels)
+        n = p.shape[len(b)]
+        k = batching._prod(b)
+        a = list(args)
+        a[0] = reshape(p, (-1,) + p.shape[len(b) + 1:])
+        if shape_pos is not None:
+            a[shape_pos] = (n * k,) + tuple(a[shape_pos][1:])
+        if idx_pos is not None:
+            idx = a[idx_pos]
+            if tuple(idx.shape[:2]) != tuple(x.shape[:2]):      # one window index per example's window
+                return NotImplemented
+            xp = x.device.backend.xp
+            a[idx_pos] = xp.broadcast_to(idx, b + idx.shape).reshape((-1,) + idx.shape[1:])
+        out = cls.apply(*a, **kwargs)
+        return batching._wrap(reshape(out, b + (n,) + out.shape[1:]), x._blevels)
+    return rule
+
+
 # --------------------------------------------------------------------------- convolution
 class Conv2d(Function):
     """conv(x, w) + b, PyTorch's cross-correlation; x (N, C, H, W), w (O, C/groups, kh, kw), b (O,) or None."""
+    batch_rule = batching.fold_batch
 
     @staticmethod
     def forward(ctx, x, w, b, geom):
@@ -192,6 +224,7 @@ class Conv2d(Function):
 
 class Conv2dInputGrad(Function):
     """The adjoint of conv in x (a transposed convolution): grad (N, O, OH, OW), w -> (N, C, H, W)."""
+    batch_rule = _fold_rule(shape_pos=2)
 
     @staticmethod
     def forward(ctx, grad, w, x_shape, geom):
@@ -210,6 +243,9 @@ class Conv2dInputGrad(Function):
 
 class Conv2dWeightGrad(Function):
     """The gradient of conv in w: x (N, C, H, W), grad (N, O, OH, OW) -> (O, C/groups, kh, kw)."""
+    # it sums over N: folding the batch into N would sum the examples' weight gradients together, so a
+    # batched call (per-example weight gradients) runs once per example
+    batch_rule = batching.loop
 
     @staticmethod
     def forward(ctx, x, grad, w_shape, geom, kept):
@@ -289,6 +325,7 @@ def _real_taps(xp, shape, kh, kw, geom, oh, ow):
 
 class MaxPool2d(Function):
     """Max over each window (padding is -inf); the gradient goes to the first maximum of each window."""
+    batch_rule = batching.fold_batch
 
     @staticmethod
     def forward(ctx, x, kh, kw, geom, oh, ow):
@@ -317,6 +354,7 @@ def max_pool_indices(xp, a, kh, kw, geom, oh, ow):
 class MaxPoolScatter(Function):
     """grad (N, C, OH, OW) routed to the argmax of each window (index ``idx`` per window) of an
     x-shaped zero tensor; linear in grad."""
+    batch_rule = _fold_rule(shape_pos=2, idx_pos=1)
 
     @staticmethod
     def forward(ctx, grad, idx, x_shape, kernel, geom):
@@ -331,6 +369,7 @@ class MaxPoolScatter(Function):
 
 class MaxPoolGather(Function):
     """x read at the argmax of each window: the adjoint of MaxPoolScatter."""
+    batch_rule = _fold_rule(idx_pos=1)
 
     @staticmethod
     def forward(ctx, x, idx, kernel, geom):
@@ -348,6 +387,7 @@ class MaxPoolGather(Function):
 
 class WindowSum(Function):
     """Sum over each window (zero padding): x (N, C, H, W) -> (N, C, OH, OW)."""
+    batch_rule = batching.fold_batch
 
     @staticmethod
     def forward(ctx, x, kh, kw, geom, oh, ow):
@@ -363,6 +403,7 @@ class WindowSum(Function):
 
 class WindowScatter(Function):
     """grad (N, C, OH, OW) added to every position of its window: the adjoint of WindowSum."""
+    batch_rule = _fold_rule(shape_pos=1)
 
     @staticmethod
     def forward(ctx, grad, x_shape, kernel, geom):

@@ -10,7 +10,11 @@ from ..autograd.function import Function
 from ..autograd.grad_mode import is_grad_enabled
 from ..creation import eye
 from .shape import cat
-from .solvers import _matrix, _tril, _lapack, _check_finite, Solve
+from .elementwise import sign
+from .linalg import einsum
+from .solvers import _matrix, _tril, _lapack, _check_finite, Solve, SQUARE, _F32, _sym
+from . import batching
+from .registry import register, OpTest
 
 _RANK = "the gradient of QR needs a of full rank (R's diagonal non-zero), and this a is rank-deficient"
 
@@ -41,6 +45,8 @@ def _qr_grad(q, r, gq, gr):
 
 
 class Qr(Function):
+    batch_rule = batching.stacked_matrices
+
     @staticmethod
     def forward(ctx, a):
         q, r = ctx.xp.linalg.qr(a.data, mode="reduced")
@@ -59,9 +65,19 @@ class Qr(Function):
         return cat([_qr_grad(q, u, gq + y @ gv.mT, gu), q @ gv], -1)
 
 
+def _qr_pos(x):
+    """QR with R's diagonal made positive: unique, so LAPACK's sign choices drop out (op-table entry)."""
+    q, r = qr(x)
+    d = sign(einsum("...ii->...i", r[..., :r.shape[-2]]))
+    return q * d[..., None, :], r * d[..., :, None]
+
+
+@register(namespace="linalg", tests=OpTest((((4, 3),), ((3, 3),), ((2, 4, 3),), ((3, 5),)), ref="refs.linalg_qr",
+                                           op=_qr_pos, name="linalg_qr", tol=_F32))
 def qr(a, mode="reduced"):
-    """(Q, R) with a = Q @ R, Q (..., m, k) with orthonormal columns and R (..., k, n) upper triangular,
-    k = min(m, n) (mode="reduced", the only mode). The gradient needs R's first k columns invertible
+    """(Q, R) with a = Q @ R: Q with orthonormal columns, R upper triangular (batched).
+
+    Q is (..., m, k) and R (..., k, n), k = min(m, n) (mode="reduced", the only mode). The gradient needs R's first k columns invertible
     (a of full rank). Signs follow LAPACK (R's diagonal may be negative)."""
     if mode != "reduced":
         raise ValueError(f"qr: only mode='reduced' is supported, got mode={mode!r}")
@@ -70,6 +86,7 @@ def qr(a, mode="reduced"):
 
 # --------------------------------------------------------------------------- eigh
 class Eigh(Function):
+    batch_rule = batching.stacked_matrices
     materialize_grads = False     # no eigenvector gradient -> the formula without 1 / (w_j - w_i)
 
     @staticmethod
@@ -94,9 +111,21 @@ class Eigh(Function):
         return v @ inner @ v.mT
 
 
+def _eigh_squared(x):
+    """Eigenvalues and squared eigenvectors (gauge-invariant) of the symmetric part (op-table entry)."""
+    w, v = eigh(_sym(x))
+    return w, v * v
+
+
+@register(namespace="linalg", tests=(
+    OpTest(SQUARE, ref="refs.linalg_eigh", op=_eigh_squared, name="linalg_eigh", tol=_F32),
+    OpTest(SQUARE, ref="refs.linalg_eigvalsh", op=lambda x: eigh(_sym(x))[0], name="linalg_eigh_eigenvalues",
+           tol=_F32),
+))
 def eigh(a, UPLO="L"):
-    """(eigenvalues ascending, eigenvectors as columns) of a symmetric matrix (batched), reading its
-    lower triangle. The gradient is symmetric. Repeated eigenvalues: a loss through the eigenvalues
+    """(eigenvalues ascending, eigenvectors as columns) of a symmetric matrix (batched).
+
+    It reads a's lower triangle. The gradient is symmetric. Repeated eigenvalues: a loss through the eigenvalues
     alone has a finite gradient; one through the eigenvectors gets inf/NaN, as in PyTorch (the
     eigenvectors are not unique there), never a silently wrong number."""
     if UPLO != "L":
@@ -106,6 +135,7 @@ def eigh(a, UPLO="L"):
 
 # --------------------------------------------------------------------------- svd
 class Svd(Function):
+    batch_rule = batching.stacked_matrices
     materialize_grads = False     # singular values alone -> U diag(gS) V^T, finite when they repeat
 
     @staticmethod
@@ -144,9 +174,18 @@ class Svd(Function):
         return u @ inner @ vh
 
 
+def _svd_squared(x):
+    """U and Vh squared (gauge-invariant), S (op-table entry)."""
+    u, s, vh = svd(x)
+    return u * u, s, vh * vh
+
+
+@register(namespace="linalg", tests=OpTest((((4, 3),), ((3, 4),), ((2, 3, 3),)), ref="refs.linalg_svd",
+                                           op=_svd_squared, name="linalg_svd", tol=_F32))
 def svd(a, full_matrices=False):
-    """(U, S, Vh) with a = U @ diag(S) @ Vh, S descending, U (..., m, k), Vh (..., k, n), k = min(m, n)
-    (full_matrices=False, the only form here). Repeated (or zero, for non-square a) singular values: a
+    """(U, S, Vh) with a = U @ diag(S) @ Vh, S descending (batched).
+
+    U is (..., m, k), Vh (..., k, n), k = min(m, n) (full_matrices=False, the only form here). Repeated (or zero, for non-square a) singular values: a
     loss through S alone has a finite gradient; one through U or Vh gets inf/NaN, as in PyTorch."""
     if full_matrices:
         raise ValueError("svd: only full_matrices=False is supported (the extra columns of U or rows of Vh have "
@@ -154,9 +193,12 @@ def svd(a, full_matrices=False):
     return Svd.apply(_matrix(a, "svd", square=False))
 
 
+@register(namespace="linalg", tests=OpTest((((4, 3),), ((2, 3, 5),)), ref="np.linalg.svdvals",
+                                           name="linalg_svdvals", tol=_F32))
 def svdvals(a):
-    """Singular values, descending (batched); the gradient U diag(gS) V^T is finite even where they
-    repeat. Without a gradient to record, U and V are not computed."""
+    """Singular values, descending (batched).
+
+    The gradient U diag(gS) V^T is finite even where they repeat. Without a gradient to record, U and V are not computed."""
     a = _matrix(a, "svdvals", square=False)
     if a.requires_grad and is_grad_enabled():
         return Svd.apply(a)[1]
@@ -165,6 +207,7 @@ def svdvals(a):
 
 class _Svdvals(Function):
     """S alone, for a call that records no gradient (svdvals routes gradients through Svd)."""
+    batch_rule = batching.stacked_matrices
 
     @staticmethod
     def forward(ctx, a):

@@ -22,16 +22,52 @@ from ..dtypes import complex_dtype, real_dtype, get_default_dtype
 from .shape import pad, roll
 from .elementwise import real
 from ._util import as_tensor, normalize_dim
+from ..dtypes import float32, float64, complex64, complex128
+from . import batching
+from .registry import register, OpTest
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn",
            "irfftn", "fftshift", "ifftshift", "fftfreq", "rfftfreq"]
 
 _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
+# --------------------------------------------------------------------------- op-table entries
+# Entries with complex64/complex128 dtypes get complex inputs; gradients are checked in complex128 with
+# PyTorch's convention (autograd.gradcheck perturbs real and imaginary parts separately).
+C = (complex64, complex128)
+R = (float32, float64)
+_FTOL = {float32: {"rtol": 1e-4, "atol": 1e-5}, complex64: {"rtol": 1e-4, "atol": 1e-5}}
+_NORMS = [("", {}), ("_ortho", {"norm": "ortho"}), ("_forward", {"norm": "forward"})]
+
+
+def _out_dtype(np, fn, a):
+    """PyTorch's dtypes (NumPy 2 agrees): single precision stays single."""
+    single = a.dtype in (np.float32, np.complex64)
+    if fn.startswith("irfft"):
+        return np.float32 if single else np.float64
+    return np.complex64 if single else np.complex128
+
+
+def _tests(fn, samples, dtypes, variants):
+    """The op-table entries of transform ``fn``: one per (id suffix, keyword arguments), against numpy.fft."""
+    out = []
+    for suffix, kw in variants:
+        ref_kw = dict(kw)
+        if "s" in kw and kw.get("axes") is None and not fn.endswith("2"):
+            # NumPy 2 deprecates s without axes; ag.fft keeps the old default (the last len(s) axes)
+            ref_kw["axes"] = tuple(range(-len(kw["s"]), 0))
+        out.append(OpTest(samples, ref=lambda np, a, rk=ref_kw: getattr(np.fft, fn)(a, **rk).astype(
+                               _out_dtype(np, fn, a)),
+                          op=(lambda x, k=kw: globals()[fn](x, **k)) if kw else None,
+                          name=f"fft.{fn}{suffix}", dtypes=dtypes, tol=_FTOL))
+    return tuple(out)
+
+
 
 # --------------------------------------------------------------------------- primitives
 class FFT(Function):
     """fftn (inverse=False) or ifftn (inverse=True) of a complex tensor over ``axes``."""
+    batch_rule = batching.unary_axis(1)
 
     @staticmethod
     def forward(ctx, x, axes, norm, inverse):
@@ -46,6 +82,7 @@ class FFT(Function):
 
 class RFFT(Function):
     """rfft of a real tensor along ``axis``: the n // 2 + 1 non-negative frequencies."""
+    batch_rule = batching.unary_axis(1)
 
     @staticmethod
     def forward(ctx, x, axis, norm):
@@ -64,6 +101,7 @@ class RFFT(Function):
 
 class IRFFT(Function):
     """irfft along ``axis`` of a half spectrum of n // 2 + 1 bins, giving n real values."""
+    batch_rule = batching.unary_axis(1)
 
     @staticmethod
     def forward(ctx, x, axis, n, norm):
@@ -174,12 +212,16 @@ def _axis(x, axis, op):
 
 
 # --------------------------------------------------------------------------- public functions
+@register(namespace="fft", tests=_tests("fft", (((5,),), ((2, 4),)), C, _NORMS + [("_n3", {"n": 3}), ("_n7_axis0", {"n": 7, "axis": 0})])
+         + _tests("fft", (((2, 5),),), R, [("_real_input", {})]))
 def fft(x, n=None, axis=-1, norm=None, *, dim=None):
     """One-dimensional discrete Fourier transform along ``axis`` (input cropped/zero-padded to n)."""
     x = _input(x, "fft")
     return _c2c(x, None if n is None else (n,), (_axis(x, _dim(axis, dim, -1, "fft"), "fft"),), norm, False, "fft")
 
 
+@register(namespace="fft", tests=_tests("ifft", (((5,),), ((2, 4),)), C, _NORMS + [("_n6", {"n": 6})]) + (
+    OpTest((((6,),),), ref=lambda np, a: a, op=lambda z: ifft(fft(z)), name="fft.roundtrip", dtypes=C, tol=_FTOL),))
 def ifft(x, n=None, axis=-1, norm=None, *, dim=None):
     """Inverse of fft: 1/n scaling with the default norm="backward"."""
     x = _input(x, "ifft")
@@ -187,26 +229,35 @@ def ifft(x, n=None, axis=-1, norm=None, *, dim=None):
                 "ifft")
 
 
+@register(namespace="fft", tests=_tests("fftn", (((2, 3, 4),),), C, _NORMS[:2] + [("_s_axes", {"s": (3, 3), "axes": (0, 2)})]))
 def fftn(x, s=None, axes=None, norm=None, *, dim=None):
     """n-dimensional transform over ``axes`` (all dims, or the last len(s)), sizes ``s``."""
     return _c2c(x, s, _dim(axes, dim, None, "fftn"), norm, False, "fftn")
 
 
+@register(namespace="fft", tests=_tests("ifftn", (((2, 3, 4),),), C, _NORMS[:2] + [("_s", {"s": (2, 5)})]))
 def ifftn(x, s=None, axes=None, norm=None, *, dim=None):
     """Inverse of fftn."""
     return _c2c(x, s, _dim(axes, dim, None, "ifftn"), norm, True, "ifftn")
 
 
+@register(namespace="fft", tests=_tests("fft2", (((2, 3, 4),),), C, _NORMS[:2] + [("_s", {"s": (2, 5)})]))
 def fft2(x, s=None, axes=(-2, -1), norm=None, *, dim=None):
     """fftn over the last two dims."""
     return _c2c(x, s, _dim(axes, dim, (-2, -1), "fft2"), norm, False, "fft2")
 
 
+@register(namespace="fft", tests=_tests("ifft2", (((3, 4),),), C, _NORMS[:2] + [("_s", {"s": (4, 3)})]))
 def ifft2(x, s=None, axes=(-2, -1), norm=None, *, dim=None):
     """ifftn over the last two dims."""
     return _c2c(x, s, _dim(axes, dim, (-2, -1), "ifft2"), norm, True, "ifft2")
 
 
+@register(namespace="fft", tests=_tests("rfft", (((6,),), ((2, 5),)), R, _NORMS + [("_n4", {"n": 4}), ("_n7", {"n": 7}),
+                                                                                ("_axis0", {"axis": 0})]) + (
+    # a power spectrum: a real loss of a complex transform, the case the docs' example fits
+    OpTest((((8,),),), ref=lambda np, a: (np.abs(np.fft.rfft(a)) ** 2).astype(a.dtype), op=lambda x: rfft(x).abs() ** 2,
+           name="fft.power_spectrum", dtypes=R, tol=_FTOL),))
 def rfft(x, n=None, axis=-1, norm=None, *, dim=None):
     """Transform of a real signal: the n // 2 + 1 non-negative frequency terms along ``axis``."""
     x = _input(x, "rfft", want_real=True)
@@ -224,6 +275,8 @@ def _irfft_last(x, a, n, norm, op):
     return IRFFT.apply(x, a, n, _norm(norm, op))
 
 
+@register(namespace="fft", tests=_tests("irfft", (((4,),), ((2, 3),)), C, _NORMS + [("_n5", {"n": 5}), ("_n6", {"n": 6}),
+                                                                                  ("_n3_axis0", {"n": 3, "axis": 0})]))
 def irfft(x, n=None, axis=-1, norm=None, *, dim=None):
     """Inverse of rfft: n real points (default 2 * (m - 1) for m input bins) along ``axis``."""
     x = _input(x, "irfft")
@@ -231,6 +284,7 @@ def irfft(x, n=None, axis=-1, norm=None, *, dim=None):
     return _irfft_last(x, a, 2 * (x.shape[a] - 1) if n is None else n, norm, "irfft")
 
 
+@register(namespace="fft", tests=_tests("rfftn", (((2, 3, 4),),), R, _NORMS[:2] + [("_s_axes", {"s": (3, 5), "axes": (2, 0)})]))
 def rfftn(x, s=None, axes=None, norm=None, *, dim=None):
     """n-dimensional transform of a real tensor: rfft over the last of ``axes``, fft over the others."""
     x = _input(x, "rfftn", want_real=True)
@@ -245,9 +299,12 @@ def rfftn(x, s=None, axes=None, norm=None, *, dim=None):
     return FFT.apply(y, axes[:-1], norm, False) if len(axes) > 1 else y
 
 
+@register(namespace="fft", tests=_tests("irfftn", (((2, 3, 4),),), C, _NORMS[:2] + [("_s", {"s": (3, 5)}),
+                                                                                 ("_axes", {"axes": (0, 1)})]))
 def irfftn(x, s=None, axes=None, norm=None, *, dim=None):
-    """Inverse of rfftn: ifft over all but the last of ``axes``, then irfft over the last (its size
-    defaults to 2 * (m - 1))."""
+    """Inverse of rfftn: ifft over all but the last of ``axes``, then irfft over the last.
+
+    The last axis's size defaults to 2 * (m - 1) for m input bins."""
     x = _input(x, "irfftn")
     axes = _dim(axes, dim, None, "irfftn")
     given = s is not None
@@ -264,11 +321,13 @@ def irfftn(x, s=None, axes=None, norm=None, *, dim=None):
     return _irfft_last(x, axes[-1], s[-1], norm, "irfftn")
 
 
+@register(namespace="fft", tests=_tests("rfft2", (((3, 4),), ((2, 3, 5),)), R, _NORMS[:2] + [("_s", {"s": (4, 3)})]))
 def rfft2(x, s=None, axes=(-2, -1), norm=None, *, dim=None):
     """rfftn over the last two dims."""
     return rfftn(x, s, _dim(axes, dim, (-2, -1), "rfft2"), norm)
 
 
+@register(namespace="fft", tests=_tests("irfft2", (((3, 4),),), C, _NORMS[:2] + [("_s", {"s": (4, 5)})]))
 def irfft2(x, s=None, axes=(-2, -1), norm=None, *, dim=None):
     """irfftn over the last two dims."""
     return irfftn(x, s, _dim(axes, dim, (-2, -1), "irfft2"), norm)
@@ -286,11 +345,17 @@ def _shift(x, axes, sign, op):
     return roll(x, tuple(sign * (x.shape[a] // 2) for a in axes), dims=axes)
 
 
+@register(namespace="fft", tests=(
+    OpTest((((3, 4),), ((5,),)), ref="np.fft.fftshift", dtypes=R, tol=_FTOL),
+    OpTest((((3, 5),),), ref=lambda np, a: np.fft.fftshift(a, axes=1), op=lambda x: fftshift(x, axes=1),
+           name="fft.fftshift_complex_axis", dtypes=C, tol=_FTOL),
+))
 def fftshift(x, axes=None, *, dim=None):
     """Move the zero-frequency term to the centre (a roll by n // 2 over ``axes``, all by default)."""
     return _shift(x, _dim(axes, dim, None, "fftshift"), 1, "fftshift")
 
 
+@register(namespace="fft", tests=OpTest((((3, 5),),), ref="np.fft.ifftshift", dtypes=R, tol=_FTOL))
 def ifftshift(x, axes=None, *, dim=None):
     """Inverse of fftshift (a roll by -(n // 2))."""
     return _shift(x, _dim(axes, dim, None, "ifftshift"), -1, "ifftshift")
@@ -309,11 +374,13 @@ def _freq(name, n, d, dtype, device, requires_grad):
     return _out(b.call(lambda: f(n.__index__(), d).astype(dt)), dev, requires_grad)
 
 
+@register(namespace="fft", untested="no tensor input (a creation function): tests/test_complex_fft.py::test_freq_helpers")
 def fftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
     """The sample frequencies of an n-point fft with sample spacing d: [0, 1, ..., -1] / (d * n)."""
     return _freq("fftfreq", n, d, dtype, device, requires_grad)
 
 
+@register(namespace="fft", untested="no tensor input (a creation function): tests/test_complex_fft.py::test_freq_helpers")
 def rfftfreq(n, d=1.0, *, dtype=None, device=None, requires_grad=False):
     """The n // 2 + 1 non-negative sample frequencies of an n-point rfft."""
     return _freq("rfftfreq", n, d, dtype, device, requires_grad)

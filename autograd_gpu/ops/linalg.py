@@ -1,21 +1,44 @@
 """Linear algebra: the matmul and einsum primitives; dot, outer, tensordot composed on them."""
+import operator
 import string
 
 from ..autograd.function import Function
 from ..tensor import Tensor
 from ..dtypes import result_type
 from ..creation import eye, ones
-from .shape import sum_to, broadcast_shapes, broadcast_to
+from .shape import sum_to, broadcast_shapes, broadcast_to, reshape
 from ._util import as_tensor
 from .elementwise import _cj
 from ..amp import cast_low
+from ..dtypes import float32, complex64, complex128
+from . import batching
+from .registry import register, OpTest
 
 __all__ = ["matmul", "dot", "outer", "tensordot", "einsum"]
 
 _LETTERS = string.ascii_letters
+_F32 = {float32: {"rtol": 1e-4, "atol": 1e-5}}        # einsum may sum in another order than NumPy
+_COMPLEX = (complex64, complex128)
+_C64 = {complex64: {"rtol": 1e-4, "atol": 1e-5}}
+
+
+def _matmul_rule(cls, args, kwargs):
+    """Both operands aligned to the union of levels (matmul broadcasts its batch dims); an unbatched 2-D
+    right operand takes all rows of the batched left one in one product."""
+    a, b = args
+    levels = batching._union(args)
+    nd = max(a.ndim, b.ndim)
+    if a.__class__ is batching.BatchedTensor and b.__class__ is not batching.BatchedTensor and a.ndim == 2:
+        # (batch..., n, k) @ (k, m): one GEMM over all rows instead of one per example
+        pa = a._bbase
+        out = cls.apply(reshape(pa, (-1, pa.shape[-1])), b)
+        return batching._wrap(reshape(out, pa.shape[:-1] + (b.shape[-1],)), levels)
+    return batching._wrap(cls.apply(batching._align(a, levels, nd), batching._align(b, levels, nd)), levels)
 
 
 class MatMul(Function):                   # the wrapper reshapes 1-D operands to 2-D first
+    batch_rule = _matmul_rule
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -62,15 +85,40 @@ def _matmul(a, b, op):
     return out.reshape(shape)
 
 
+def _rmatmul(a, b):
+    """b @ a (Tensor.__rmatmul__)."""
+    return matmul(b, a)
+
+
+@register(method=("matmul", "__matmul__"), methods={"__rmatmul__": _rmatmul}, tests=(
+    OpTest((((2, 3), (3, 4)),), ref="np.matmul"),
+    OpTest((((3, 3), (3, 2)),), ref="np.matmul", op=operator.matmul, name="matmul_operator"),
+    OpTest((((3,), (3,)),), ref="np.matmul", name="matmul_1d_1d"),
+    OpTest((((3,), (3, 4)),), ref="np.matmul", name="matmul_1d_2d"),
+    OpTest((((2, 3), (3,)),), ref="np.matmul", name="matmul_2d_1d"),
+    OpTest((((2, 3, 4), (2, 4, 2)), ((2, 3, 4), (4,))), ref="np.matmul", name="matmul_batched"),
+    OpTest((((2, 1, 3, 4), (5, 4, 2)), ((3, 4), (2, 4, 2))), ref="np.matmul", name="matmul_broadcast"),
+    OpTest((((2, 0), (0, 3)),), ref="np.matmul", name="matmul_empty_inner"),
+    OpTest((((2, 3), (3, 4)), ((2, 2, 3), (3,))), ref="np.matmul", name="complex_matmul", dtypes=_COMPLEX,
+           tol=_C64),
+    OpTest((((2, 3), (3, 4)),), ref="np.matmul", name="complex_matmul_real", dtypes=_COMPLEX, tol=_C64,
+           kinds=(None, "real")),
+))
 def matmul(a, b):
-    """Matrix product with NumPy's rules: batched and broadcasting; 1-D operands are vectors. Under
-    autocast it runs in float16 (with float32 accumulation)."""
+    """Matrix product with NumPy's rules: batched and broadcasting; 1-D operands are vectors.
+
+    Under autocast it runs in float16 (with float32 accumulation)."""
     return _matmul(*cast_low(*_operands((a, b), "matmul")), "matmul")
 
 
+@register(method=True, tests=(
+    OpTest((((4,), (4,)), ((2, 3), (3, 2)), ((2, 3, 4), (4,))), ref="np.dot"),
+    OpTest((((4,), (4,)),), ref="np.dot", name="complex_dot", dtypes=_COMPLEX, tol=_C64),
+))
 def dot(a, b):
-    """NumPy's dot: scalar product of vectors, matmul of matrices, a sum over the last axis of a and the
-    second-to-last of b for more dims; a 0-d operand multiplies."""
+    """NumPy's dot: scalar product of vectors, matmul of matrices, a contraction for more dims.
+
+    For more dims it sums over the last axis of a and the second-to-last of b; a 0-d operand multiplies."""
     a, b = _operands((a, b), "dot")
     if a.ndim == 0 or b.ndim == 0:
         return a * b
@@ -79,6 +127,7 @@ def dot(a, b):
     return _tensordot(a, b, (a.ndim - 1,), (max(b.ndim - 2, 0),), "dot")
 
 
+@register(method=True, tests=OpTest((((3,), (4,)), ((0,), (2,))), ref="np.outer"))
 def outer(a, b):
     """Outer product of two vectors: out[i, j] = a[i] * b[j]."""
     a, b = _operands((a, b), "outer")
@@ -98,9 +147,17 @@ def _axes(axes, nd, which):
     return axes
 
 
+@register(tests=(
+    OpTest((((2, 3, 4), (3, 4, 2)),), ref="np.tensordot"),
+    OpTest((((2, 3), (3, 4)),), ref=lambda np, a, b: np.tensordot(a, b, 1), op=lambda a, b: tensordot(a, b, 1),
+           name="tensordot_int"),
+    OpTest((((2, 3, 4), (4, 5, 2)),), ref=lambda np, a, b: np.tensordot(a, b, ([0, 2], [2, 0])),
+           op=lambda a, b: tensordot(a, b, ([0, 2], [2, 0])), name="tensordot_pair"),
+))
 def tensordot(a, b, axes=2):
-    """Sum of products over the last ``axes`` dims of a and the first of b, or over the dims named by a
-    pair of sequences ``(axes_a, axes_b)``; the result has a's free dims, then b's."""
+    """Sum of products over the last ``axes`` dims of a and the first of b (or the dims of a pair of lists).
+
+    ``axes`` is an int or a pair of sequences ``(axes_a, axes_b)``; the result has a's free dims, then b's."""
     a, b = _operands((a, b), "tensordot")
     if isinstance(axes, int) and not isinstance(axes, bool):
         if not 0 <= axes <= min(a.ndim, b.ndim):
@@ -136,8 +193,21 @@ def _prod(sizes):
 
 
 # --------------------------------------------------------------------------- einsum
+def _einsum_rule(cls, args, kwargs):
+    """Each level becomes one more letter, leading in the operands batched there and in the output."""
+    (ins, out), xs = args[0], args[1:]
+    levels = batching._union(xs)
+    used = set(out).union(*ins)
+    free = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in used)
+    letter = {lv: next(free) for lv in levels}
+    terms = tuple("".join(letter[lv] for lv in batching._levels(x)) + t for t, x in zip(ins, xs))
+    target = "".join(letter[lv] for lv in levels) + out
+    return batching._wrap(cls.apply((terms, target), *(batching._phys(x) for x in xs)), levels)
+
+
 class Einsum(Function):
     """einsum on explicit subscripts (no '...', every letter one size across operands)."""
+    batch_rule = _einsum_rule
 
     @staticmethod
     def forward(ctx, spec, *xs):
@@ -230,9 +300,34 @@ def _parse(subscripts, xs):
     return terms, out
 
 
+def _einsum_test(subscripts, *shapes, **kw):
+    """The op-table entry of einsum on one subscripts string (its id spells the subscripts)."""
+    name = f"einsum_{subscripts.replace(',', '_').replace('->', '_to_').replace('...', 'E')}"
+    return OpTest((shapes,), ref=lambda np, *xs: np.einsum(subscripts, *xs),
+                  op=lambda *xs: einsum(subscripts, *xs), name=name, **{"tol": _F32, **kw})
+
+
+@register(tests=(
+    _einsum_test("ij,jk->ik", (2, 3), (3, 4)),
+    _einsum_test("bij,bjk->bik", (2, 2, 3), (2, 3, 4)),
+    _einsum_test("ii->i", (3, 3)),
+    _einsum_test("ii", (3, 3)),
+    _einsum_test("ij->", (2, 3)),
+    _einsum_test("i,i", (4,), (4,)),
+    _einsum_test("ij,j->i", (2, 3), (3,)),
+    _einsum_test("...ij,...jk->...ik", (2, 1, 2, 3), (4, 3, 2)),
+    _einsum_test("ij,jk,kl->il", (2, 3), (3, 4), (4, 2)),
+    _einsum_test("ij,jk", (2, 3), (3, 4)),
+    _einsum_test("ij,ij->ij", (1, 3), (2, 3)),
+    _einsum_test("iij,i->j", (2, 2, 3), (2,)),
+    OpTest((((2, 3), (3, 4)),), ref=lambda np, a, b: np.einsum("ij,jk->ik", a, b),
+           op=lambda a, b: einsum("ij,jk->ik", a, b), name="complex_einsum", dtypes=_COMPLEX, tol=_C64),
+))
 def einsum(subscripts, *operands):
-    """NumPy's einsum: '->' output or implicit (the once-seen letters, sorted), '...' broadcasting,
-    repeated letters for diagonals, any number of operands; differentiable to any order."""
+    """NumPy's einsum: explicit or implicit output, '...' broadcasting, diagonals, any number of operands.
+
+    The output is given after '->' or implicit (the once-seen letters, sorted); repeated letters take
+    diagonals; differentiable to any order."""
     if not operands:
         raise ValueError("einsum: expected at least one operand")
     xs = _operands(operands, "einsum")

@@ -9,11 +9,15 @@ from . import reduction
 from .elementwise import abs as _abs
 from .linalg import einsum, matmul
 from .shape import broadcast_shapes, broadcast_to, moveaxis, stack
-from .solvers import _matrix, inv
+from .solvers import _matrix, inv, _wc, _F32
 from .decompositions import svdvals
 from ._util import as_tensor
+from .registry import register, OpTest
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "trace", "diagonal", "cross", "matrix_power", "multi_dot"]
+
+
+INF = math.inf
 
 
 def _float(x, op):
@@ -23,9 +27,22 @@ def _float(x, op):
     return x
 
 
+@register(namespace="linalg", tests=(
+    OpTest((((3, 4),), ((5,),)), ref="np.linalg.vector_norm", name="linalg_vector_norm", tol=_F32),
+    OpTest((((3, 4),),), ref=lambda np, a: np.linalg.vector_norm(a, axis=1, keepdims=True),
+           op=lambda x: vector_norm(x, axis=1, keepdims=True), name="linalg_vector_norm_axis", tol=_F32),
+    OpTest((((3, 4),),), ref=lambda np, a: np.linalg.vector_norm(a, ord=1, axis=-1),
+           op=lambda x: vector_norm(x, ord=1, axis=-1), name="linalg_vector_norm_1", avoid=(0.0,), tol=_F32),
+    OpTest((((3, 4),),), ref=lambda np, a: np.linalg.vector_norm(a, ord=3, axis=(0, 1)),
+           op=lambda x: vector_norm(x, ord=3, axis=(0, 1)), name="linalg_vector_norm_3", avoid=(0.0,), tol=_F32),
+    OpTest((((3, 4),),), ref=lambda np, a: np.linalg.vector_norm(a, ord=INF),
+           op=lambda x: vector_norm(x, ord=INF), name="linalg_vector_norm_inf", avoid=(0.0,)),
+))
 def vector_norm(x, ord=2, axis=None, keepdims=False):
-    """NumPy's linalg.vector_norm: the p-norm over ``axis`` (all elements when None): ord 2, 1, inf,
-    -inf, 0 (count of non-zeros, no gradient) or any real p. The 2-norm's gradient at 0 is 0."""
+    """NumPy's linalg.vector_norm: the p-norm over ``axis`` (all elements when None).
+
+    ord 2, 1, inf, -inf, 0 (count of non-zeros, no gradient) or any real p. The 2-norm's gradient at 0
+    is 0."""
     x = _float(x, "vector_norm")
     if isinstance(ord, str) or not isinstance(ord, numbers.Real):
         raise ValueError(f"vector_norm: expected ord to be a real number, got {ord!r}")
@@ -43,10 +60,19 @@ def _matrix_axes(x, axis, op):
     return r % x.ndim, c % x.ndim
 
 
+@register(namespace="linalg", tests=tuple(
+    OpTest((((3, 4),), ((2, 3, 3),)), ref=lambda np, a, o=o: np.linalg.matrix_norm(a, ord=o),
+           op=lambda x, o=o: matrix_norm(x, ord=o), name=f"linalg_matrix_norm_{o}", avoid=(0.0,), tol=_F32)
+    for o in ("fro", "nuc", 2, -2, 1, -1, INF, -INF)) + (
+    OpTest((((3, 2, 4),),), ref=lambda np, a: np.linalg.norm(a, ord=2, axis=(0, 2), keepdims=True),
+           op=lambda x: matrix_norm(x, ord=2, axis=(0, 2), keepdims=True), name="linalg_matrix_norm_axis_keepdims",
+           tol=_F32),
+))
 def matrix_norm(x, ord="fro", axis=(-2, -1), keepdims=False):
-    """NumPy's matrix norms over the two dims ``axis``: 'fro', 'nuc' (sum of singular values), 2 / -2
-    (largest / smallest singular value), 1 / -1 (max / min column sum of |x|), inf / -inf (row sums).
-    Through svdvals, ord 2, -2 and 'nuc' have gradients that are finite where singular values repeat."""
+    """NumPy's matrix norms over the two dims ``axis``: 'fro', 'nuc', 2, -2, 1, -1, inf, -inf.
+
+    'nuc' is the sum of singular values, 2 / -2 the largest / smallest singular value, 1 / -1 the max /
+    min column sum of |x|, inf / -inf the same over rows. Through svdvals, ord 2, -2 and 'nuc' have gradients that are finite where singular values repeat."""
     x = _float(x, "matrix_norm")
     if x.ndim < 2:
         raise ValueError(f"matrix_norm: expected at least 2 dimensions, got shape {x.shape}")
@@ -68,9 +94,22 @@ def matrix_norm(x, ord="fro", axis=(-2, -1), keepdims=False):
     return out.reshape(tuple(n for d, n in enumerate(out.shape) if d not in (r, c)))
 
 
+@register(namespace="linalg", tests=(
+    OpTest((((3, 4),), ((5,),), ((2, 3, 4),)), ref="np.linalg.norm", name="linalg_norm", tol=_F32),
+    OpTest((((5,),),), ref=lambda np, a: np.linalg.norm(a, ord=1), op=lambda x: norm(x, ord=1),
+           name="linalg_norm_ord_vector", avoid=(0.0,), tol=_F32),
+    OpTest((((3, 4),),), ref=lambda np, a: np.linalg.norm(a, ord="nuc"), op=lambda x: norm(x, ord="nuc"),
+           name="linalg_norm_nuc", tol=_F32),
+    OpTest((((3, 4),),), ref=lambda np, a: np.linalg.norm(a, axis=1), op=lambda x: norm(x, axis=1),
+           name="linalg_norm_axis", tol=_F32),
+    OpTest((((3, 2, 4),),), ref=lambda np, a: np.linalg.norm(a, ord=INF, axis=(2, 0)),
+           op=lambda x: norm(x, ord=INF, axis=(2, 0)), name="linalg_norm_axes_inf", avoid=(0.0,), tol=_F32),
+))
 def norm(x, ord=None, axis=None, keepdims=False):
-    """numpy.linalg.norm: with axis None, the 2-norm of all elements when ord is None, else the vector
-    norm of a 1-D or the matrix norm of a 2-D x; an int axis gives vector norms, a pair matrix norms."""
+    """numpy.linalg.norm: a vector norm, or a matrix norm for a 2-D x or a pair of axes.
+
+    With axis None: the 2-norm of all elements when ord is None, else the vector norm of a 1-D or the
+    matrix norm of a 2-D x; an int axis gives vector norms, a pair matrix norms."""
     x = _float(x, "norm")
     if axis is None:
         if ord is None:
@@ -91,6 +130,13 @@ def norm(x, ord=None, axis=None, keepdims=False):
     return vector_norm(x, 2 if ord is None else ord, axis, keepdims)
 
 
+@register(namespace="linalg", tests=(
+    OpTest((((3, 4),), ((2, 3, 3),), ((4, 2),)), ref="np.linalg.diagonal", name="linalg_diagonal"),
+    OpTest((((3, 4),), ((2, 3, 3),)), ref=lambda np, a: np.linalg.diagonal(a, offset=1),
+           op=lambda x: diagonal(x, offset=1), name="linalg_diagonal_offset"),
+    OpTest((((3, 4),),), ref=lambda np, a: np.linalg.diagonal(a, offset=-1), op=lambda x: diagonal(x, offset=-1),
+           name="linalg_diagonal_neg_offset"),
+))
 def diagonal(x, offset=0):
     """numpy.linalg.diagonal: the diagonal ``offset`` of the last two dims, shape (..., k)."""
     x = as_tensor(x, "diagonal")
@@ -106,11 +152,22 @@ def diagonal(x, offset=0):
     return einsum("...ii->...i", square)
 
 
+@register(namespace="linalg", tests=(
+    OpTest((((3, 4),), ((2, 3, 3),)), ref="np.linalg.trace", name="linalg_trace", tol=_F32),
+    OpTest((((3, 3),),), ref=lambda np, a: np.linalg.trace(a, offset=-1), op=lambda x: trace(x, offset=-1),
+           name="linalg_trace_offset"),
+))
 def trace(x, offset=0):
     """numpy.linalg.trace: the sum of diagonal ``offset`` of the last two dims."""
     return reduction.sum(diagonal(x, offset), -1)
 
 
+@register(namespace="linalg", tests=(
+    OpTest((((4, 3), (3,)), ((3,), (3,)), ((2, 1, 3), (5, 3))), ref="np.linalg.cross", name="linalg_cross",
+           tol=_F32),
+    OpTest((((3, 2), (3, 2)),), ref=lambda np, a, b: np.linalg.cross(a, b, axis=0),
+           op=lambda x, y: cross(x, y, axis=0), name="linalg_cross_axis0", tol=_F32),
+))
 def cross(a, b, axis=-1):
     """Cross product of 3-vectors along ``axis`` (NumPy 2's linalg.cross), batch dims broadcast."""
     a, b = _float(a, "cross"), _float(b, "cross")
@@ -125,9 +182,16 @@ def cross(a, b, axis=-1):
     return moveaxis(c, -1, axis if axis >= 0 else c.ndim + axis)
 
 
+@register(namespace="linalg", tests=(
+    OpTest((((3, 3),), ((2, 2, 2),)), ref=lambda np, a: np.linalg.matrix_power(a, 3),
+           op=lambda x: matrix_power(x, 3), name="linalg_matrix_power", tol=_F32),
+    OpTest((((3, 3),),), ref="refs.linalg_matrix_power_neg", op=lambda x: matrix_power(_wc(x), -2),
+           name="linalg_matrix_power_neg", tol=_F32),
+    OpTest((((2, 3, 3),),), ref=lambda np, a: np.linalg.matrix_power(a, 0), op=lambda x: matrix_power(x, 0),
+           name="linalg_matrix_power_0", grad=False, gradgrad=False),     # the identity: no path to the input
+))
 def matrix_power(a, n):
-    """a @ a @ ... (n times) by repeated squaring, batched; n = 0 gives identities, n < 0 powers of
-    inv(a)."""
+    """a @ a @ ... (n times) by repeated squaring, batched; n = 0 gives identities, n < 0 powers of inv(a)."""
     a = _matrix(a, "matrix_power")
     if isinstance(n, bool) or not hasattr(n, "__index__"):
         raise TypeError(f"matrix_power: expected an integer exponent, got {type(n).__name__}")
@@ -162,9 +226,13 @@ def _chain_order(dims):
     return split
 
 
+@register(namespace="linalg", tests=OpTest(
+    (((2, 5), (5, 3), (3, 4)), ((4,), (4, 2), (2, 3), (3,)), ((3,), (3, 2))),
+    ref=lambda np, *xs: np.linalg.multi_dot(xs), op=lambda *xs: multi_dot(xs), name="linalg_multi_dot", tol=_F32))
 def multi_dot(arrays):
-    """numpy.linalg.multi_dot: the product of 2-D matrices (the first and last may be 1-D vectors)
-    evaluated in the order with the fewest multiplications."""
+    """numpy.linalg.multi_dot: the product of matrices in the order with the fewest multiplications.
+
+    The arrays are 2-D matrices (the first and last may be 1-D vectors)."""
     xs = [as_tensor(x, "multi_dot") for x in arrays]
     if len(xs) < 2:
         raise ValueError(f"multi_dot: expected at least two arrays, got {len(xs)}")

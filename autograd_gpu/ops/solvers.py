@@ -11,8 +11,35 @@ from ..tensor import Tensor
 from .shape import broadcast_shapes, broadcast_to
 from ._util import as_tensor
 from ..amp import cast_float32
+from ..creation import eye
+from ..dtypes import float32
+from . import batching
+from .registry import register, OpTest
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "lstsq", "pinv"]
+
+# --------------------------------------------------------------------------- op-table inputs
+# Random inputs are made well-conditioned inside the op-table entries (and the same way in their NumPy
+# references, autograd_gpu/testing/refs.py): _wc adds 4 I (entries are in (-2, 2), so small matrices are
+# diagonally dominant), _spd gives a @ a.T + n I, _sym (a + a.T) / 2.
+_F32 = {float32: {"rtol": 1e-4, "atol": 1e-5}}
+SQUARE = (((3, 3),), ((2, 3, 3),), ((1, 1),))
+
+
+def _eye_like(x):
+    return eye(x.shape[-1], dtype=x.dtype, device=x.device)
+
+
+def _wc(x):
+    return x + 4.0 * _eye_like(x)
+
+
+def _spd(x):
+    return x @ x.mT + float(x.shape[-1]) * _eye_like(x)
+
+
+def _sym(x):
+    return (x + x.mT) * 0.5
 
 
 # --------------------------------------------------------------------------- argument checks
@@ -81,6 +108,8 @@ def _check_finite(ctx, values, op):
 
 # --------------------------------------------------------------------------- inv
 class Inv(Function):
+    batch_rule = batching.stacked_matrices
+
     @staticmethod
     def forward(ctx, a, op, what=_SINGULAR):
         backend = _backend(ctx)
@@ -97,14 +126,25 @@ class Inv(Function):
         return -(yt @ grad @ yt), None, None
 
 
+@register(namespace="linalg", tests=OpTest(SQUARE, ref="refs.linalg_inv", op=lambda x: inv(_wc(x)),
+                                           name="linalg_inv", tol=_F32))
 def inv(a):
     """Inverse of a square matrix (batched); ValueError naming the batch element when one is singular."""
     return Inv.apply(_matrix(a, "inv"), "inv")
 
 
 # --------------------------------------------------------------------------- solve
+def _solve_rule(cls, args, kwargs):
+    """a and b have one batch shape (the wrapper broadcasts them): both expanded to every level."""
+    a, b = args[:2]
+    levels = batching._union((a, b))
+    return batching._wrap(cls.apply(batching._expand(a, levels, a.shape), batching._expand(b, levels, b.shape),
+                                    *args[2:], **kwargs), levels)
+
+
 class Solve(Function):
     """X with A X = B, for A (..., n, n) and B (..., n, k) of one batch shape."""
+    batch_rule = _solve_rule
 
     @staticmethod
     def forward(ctx, a, b, op, what=_SINGULAR):
@@ -132,9 +172,14 @@ def _solve(a, b, op, what=_SINGULAR):
     return Solve.apply(a, b, op, what)
 
 
+@register(namespace="linalg", tests=OpTest(
+    (((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (2, 3, 1)), ((3, 3), (2, 3, 4))), ref="refs.linalg_solve",
+    op=lambda x, y: solve(_wc(x), y), name="linalg_solve", tol=_F32))
 def solve(a, b):
-    """X with a @ X = b: b of shape (..., n, k), or (n,) for one right-hand side vector (NumPy 2's
-    rule: b is a vector only when 1-D); batch dims broadcast."""
+    """X with a @ X = b, batch dims broadcast.
+
+    b has shape (..., n, k), or (n,) for one right-hand side vector (NumPy 2's rule: b is a vector only
+    when 1-D)."""
     a = _matrix(a, "solve", what="a")
     b, = cast_float32(as_tensor(b, "solve", like=a))
     if b.dtype != a.dtype:
@@ -156,6 +201,8 @@ def solve(a, b):
 
 # --------------------------------------------------------------------------- det, slogdet
 class Det(Function):
+    batch_rule = batching.stacked_matrices
+
     @staticmethod
     def forward(ctx, a):
         d = ctx.wrap(ctx.xp.asarray(ctx.xp.linalg.det(a.data)))
@@ -169,13 +216,21 @@ class Det(Function):
         return g * Inv.apply(a, "det backward", _SINGULAR_GRAD).mT
 
 
+@register(namespace="linalg", tests=(
+    OpTest(SQUARE, ref="refs.linalg_det", op=lambda x: det(_wc(x)), name="linalg_det", tol=_F32),
+    OpTest((((3, 3),), ((2, 2, 2),)), ref="np.linalg.det", name="linalg_det_raw", tol=_F32),
+))
 def det(a):
-    """Determinant (batched). Its gradient det(A) A^-T needs A invertible: at an exactly singular A it
-    raises (PyTorch returns the adjugate there)."""
+    """Determinant (batched).
+
+    Its gradient det(A) A^-T needs A invertible: at an exactly singular A it raises (PyTorch returns the
+    adjugate there)."""
     return Det.apply(_matrix(a, "det"))
 
 
 class LogAbsDet(Function):
+    batch_rule = batching.stacked_matrices
+
     @staticmethod
     def forward(ctx, a):
         sign, logabs = ctx.xp.linalg.slogdet(a.data)
@@ -188,8 +243,17 @@ class LogAbsDet(Function):
         return glog.reshape(glog.shape + (1, 1)) * Inv.apply(a, "slogdet backward", _SINGULAR_GRAD).mT
 
 
+def _signed(sign, logabs):
+    """slogdet's sign (a constant) checked through sign * logabsdet, which has a gradient."""
+    return logabs, sign * logabs
+
+
+@register(namespace="linalg", tests=OpTest(
+    SQUARE, ref="refs.linalg_slogdet", op=lambda x: _signed(*slogdet(x - 4.0 * _eye_like(x))),
+    name="linalg_slogdet", tol=_F32))
 def slogdet(a):
     """(sign, logabsdet) with det(a) = sign * exp(logabsdet), batched; sign is a constant to the graph.
+
     A singular matrix gives sign 0 and logabsdet -inf, as in NumPy."""
     sign, logabs = LogAbsDet.apply(_matrix(a, "slogdet"))
     return sign.detach(), logabs
@@ -205,6 +269,8 @@ def _tril(x, k=0):
 
 
 class Cholesky(Function):
+    batch_rule = batching.stacked_matrices
+
     @staticmethod
     def forward(ctx, a):
         backend, xp = _backend(ctx), ctx.xp
@@ -230,18 +296,26 @@ class Cholesky(Function):
         return Solve.apply(low.mT, g.mT, "cholesky backward").mT
 
 
+@register(namespace="linalg", tests=OpTest(SQUARE, ref="refs.linalg_cholesky", op=lambda x: cholesky(_spd(x)),
+                                           name="linalg_cholesky", tol=_F32))
 def cholesky(a):
-    """Lower-triangular L with a = L @ L.mT (batched), for symmetric positive-definite a; only a's lower
-    triangle is read (NumPy's and PyTorch's convention), and the gradient is symmetric."""
+    """Lower-triangular L with a = L @ L.mT (batched), for symmetric positive-definite a.
+
+    Only a's lower triangle is read (NumPy's and PyTorch's convention), and the gradient is symmetric."""
     return Cholesky.apply(_matrix(a, "cholesky"))
 
 
 # --------------------------------------------------------------------------- lstsq, pinv
+@register(namespace="linalg", tests=OpTest(
+    (((5, 3), (5, 2)), ((5, 3), (5,)), ((3, 5), (3,)), ((2, 4, 3), (2, 4, 2))), ref="refs.linalg_lstsq",
+    name="linalg_lstsq", tol=_F32))
 def lstsq(a, b, rcond=None):
-    """Least-squares solution x of a @ x ~= b for a (..., m, n), b (..., m, k) or (m,), as NumPy's
-    SVD-based lstsq: the minimiser of |a x - b| of least norm, for any rank (singular values at or below
-    rcond * the largest count as zero; None: eps * max(m, n), NumPy's default). Returns the solution only.
-    It is pinv(a, rcond) @ b, so its gradient is pinv's: exact where the rank does not change nearby."""
+    """Least-squares solution x of a @ x ~= b (batched), of least norm for any rank; the solution only.
+
+    a is (..., m, n), b (..., m, k) or (m,); as NumPy's SVD-based lstsq: the minimiser of |a x - b| of
+    least norm (singular values at or below rcond * the largest count as zero; None: eps * max(m, n),
+    NumPy's default). It is pinv(a, rcond) @ b, so its gradient is pinv's: exact where the rank does not
+    change nearby."""
     a = _matrix(a, "lstsq", square=False, what="a")
     b, = cast_float32(as_tensor(b, "lstsq", like=a))
     m, n = a.shape[-2:]
@@ -254,6 +328,8 @@ def lstsq(a, b, rcond=None):
 
 
 class Pinv(Function):
+    batch_rule = batching.stacked_matrices
+
     @staticmethod
     def forward(ctx, a, rcond):
         xp = ctx.xp
@@ -281,9 +357,13 @@ class Pinv(Function):
         return -(k @ p).mT + (gh - a @ k) @ p @ ph + phk - phk @ p @ a, None
 
 
+@register(namespace="linalg", tests=OpTest((((4, 3),), ((3, 4),), ((2, 4, 2),)), ref="np.linalg.pinv",
+                                           name="linalg_pinv", tol=_F32))
 def pinv(a, rcond=1e-15):
-    """Moore-Penrose pseudo-inverse (batched) via SVD; singular values at or below rcond * the largest
-    count as zero (NumPy's default rcond). Its gradient assumes the rank does not change nearby."""
+    """Moore-Penrose pseudo-inverse (batched) via SVD.
+
+    Singular values at or below rcond * the largest count as zero (NumPy's default rcond). Its gradient
+    assumes the rank does not change nearby."""
     a = _matrix(a, "pinv", square=False)
     if not isinstance(rcond, (int, float)) or isinstance(rcond, bool) or not rcond >= 0:
         raise ValueError(f"pinv: expected rcond to be a non-negative number, got {rcond!r}")
