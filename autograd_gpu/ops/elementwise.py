@@ -997,6 +997,20 @@ class TanhBackward(Function):
         return (TanhBackward.apply(gg, y) if need_g else None), (gg * grad * y * -2.0 if need_y else None)
 
 
+class Sinh(Function):
+    batch_rule = batching.elementwise      # vmap: operands aligned on the batch dims, one call
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.wrap(ctx.xp.sinh(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return grad * _cj((exp(x) + exp(-x)) * 0.5)     # cosh, in Tensor ops: create_graph=True works
+
+
 class Sigmoid(Function):
     batch_rule = batching.elementwise
     _array_forward = True
@@ -1206,6 +1220,12 @@ negative = neg
 def positive(x):
     """+x: the tensor itself, as PyTorch's (no copy, no graph node)."""
     return as_tensor(x, "positive")
+
+
+@register(method=True, tests=OpTest(UNARY, ref="np.sinh"))
+def sinh(x):
+    """Hyperbolic sine, elementwise."""
+    return Sinh.apply(as_tensor(x, "sinh"))
 
 
 def _real(v, op, what):
