@@ -319,10 +319,11 @@ def test_fused_linear_relu_of_the_feed_forward_block_matches_and_differentiates_
     x = ag.tensor(rand(2, 3, 4), device=device, requires_grad=True)
     w = ag.tensor(rand(5, 4, seed=1), device=device, requires_grad=True)
     b = ag.tensor(rand(5, seed=2), device=device, requires_grad=True)
-    np.testing.assert_allclose(F._linear_relu(x, w, b).numpy(), F.relu(F.linear(x, w, b)).numpy(), rtol=1e-12)
-    assert ag.autograd.gradcheck(F._linear_relu, (x, w, b))
-    assert ag.autograd.gradgradcheck(F._linear_relu, (x, w, b))
-    assert F._linear_relu(x.float(), w.float()).dtype == ag.float32      # no bias; float32
+    from autograd_gpu.ops.nn.linear import _linear_relu
+    np.testing.assert_allclose(_linear_relu(x, w, b).numpy(), F.relu(F.linear(x, w, b)).numpy(), rtol=1e-12)
+    assert ag.autograd.gradcheck(_linear_relu, (x, w, b))
+    assert ag.autograd.gradgradcheck(_linear_relu, (x, w, b))
+    assert _linear_relu(x.float(), w.float()).dtype == ag.float32      # no bias; float32
 
 
 def test_sdpa_under_vmap_batches_without_a_loop_and_gives_per_example_gradients(recwarn):
@@ -457,13 +458,13 @@ def test_layer_norm_float16_variance_whose_row_sum_exceeds_its_range(device):
 def test_causal_attention_keeps_few_masks_across_sequence_lengths():
     # the blocked causal path compares the mask with a cached (L, L) one: a model fed sequences of many
     # lengths must not keep one such square per length for the life of the process
-    from autograd_gpu.nn import functional
-    for L in range(64, 64 + 3 * functional.CAUSAL_MASKS_KEPT):
+    from autograd_gpu.ops.nn import attention
+    for L in range(64, 64 + 3 * attention.CAUSAL_MASKS_KEPT):
         q = ag.tensor(rand(1, L, 4))
         out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
         tout = torch.nn.functional.scaled_dot_product_attention(*[torch.tensor(rand(1, L, 4))] * 3, is_causal=True)
         np.testing.assert_allclose(out.numpy(), tout.numpy(), rtol=1e-9, atol=1e-12)
-    assert len(functional._causal_masks) <= functional.CAUSAL_MASKS_KEPT
+    assert len(attention._causal_masks) <= attention.CAUSAL_MASKS_KEPT
 
 
 def test_layer_norm_backward_of_an_empty_input(device):

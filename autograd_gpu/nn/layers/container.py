@@ -5,6 +5,7 @@ from ..module import Module
 from .linear import Linear
 from .activation import ReLU
 from .. import functional as F
+from ...ops.nn.linear import _linear_relu
 from ...autograd import function as _function
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict"]
@@ -97,9 +98,9 @@ class Sequential(_ListLike):
         for m in self._modules.values():
             if lin is not None:
                 if m.__class__ is ReLU and "forward" not in m.__dict__ and not _function._vmap:
-                    # Linear then ReLU as one node (F._linear_relu, as the transformer layers use): the
+                    # Linear then ReLU as one node (_linear_relu, as the transformer layers use): the
                     # same values and gradients, with one op call, one graph node and one array fewer
-                    x, lin = F._linear_relu(x, lin.weight, lin.bias), None
+                    x, lin = _linear_relu(x, lin.weight, lin.bias), None
                     continue
                 x, lin = F.linear(x, lin.weight, lin.bias), None     # (what lin(x) does)
             if m.__class__ is Linear and "forward" not in m.__dict__:

@@ -6,6 +6,7 @@ import math
 from ..module import Module
 from ... import creation
 from .. import functional as F
+from ...ops.nn.linear import _linear_relu
 from .. import init
 from .attention import MultiheadAttention
 from .container import ModuleList
@@ -41,7 +42,7 @@ class _FeedForwardMixin:
 
     def _ff_block(self, x, dropout):
         if self.activation is F.relu:        # one fused node for linear1 and the relu
-            h = F._linear_relu(x, self.linear1.weight, self.linear1.bias)
+            h = _linear_relu(x, self.linear1.weight, self.linear1.bias)
         else:
             h = self.activation(self.linear1(x))
         return dropout(self.linear2(self.dropout(h)))

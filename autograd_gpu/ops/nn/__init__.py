@@ -1,0 +1,13 @@
+"""The kernels of nn.functional (``F``), one module per family; importing this package registers every
+F.* op (namespace "nn.functional"), which autograd_gpu/nn/functional.py re-exports.
+
+- activation.py: softmax, log_softmax (fused Functions) and F's forms of the elementwise activations
+- linear.py: linear (fused Linear) and the private relu(linear) node LinearReLU
+- conv.py: conv1d, conv2d and pooling, over the primitives of autograd_gpu/ops/conv.py
+- norm.py: batch_norm, layer_norm (fused LayerNorm)
+- attention.py: scaled_dot_product_attention (fused, with the CPU's blocked causal path)
+- loss.py: cross_entropy, nll_loss, mse_loss, l1_loss, binary_cross_entropy(_with_logits)
+- dropout.py: dropout; embedding.py: embedding, one_hot
+- _args.py: the argument helpers they share
+"""
+from . import activation, linear, conv, norm, attention, loss, dropout, embedding  # noqa: F401  (they register)
