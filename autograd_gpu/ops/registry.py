@@ -178,7 +178,7 @@ def docs_markdown():
         for d in ds:
             public = ", ".join(f"`{prefix}.{a}`" for a in (d.name,) + d.aliases)
             ms = ", ".join(f"`{m}`" for m in d.methods)
-            line = d.doc.replace("|", "\\|")
+            line = d.doc.replace("``", "`").replace("|", "\\|")     # docstrings' ``x`` is Markdown's `x`
             out.append(f"| {public} | {ms} | {line} |")
         out.append("")
     return "\n".join(out)
