@@ -15,7 +15,6 @@ import functools
 
 from ._autocast_state import state as _state
 from .dtypes import float16, float32, _dtype
-from .ops._autocast import cast_low, cast_float32  # noqa: F401  (TEMP: ops/linalg.py, ops/solvers.py, nn/functional.py import them from here)
 from .tensor import Tensor
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "GradScaler"]

@@ -27,22 +27,17 @@ class Device:
     for the laziness.
     """
 
-    # _backend: TEMP, for the old spelling ``dev._backend or dev.backend`` still in ops/*.py, ops/nn/*.py,
-    # nn/functional.py, autograd/function.py and tests/test_compile_cuda.py; it mirrors ``backend``
-    # (None until then). Drop it once they all read ``dev.backend``.
-    __slots__ = ("type", "index", "_str", "backend", "_backend")
+    __slots__ = ("type", "index", "_str", "backend")
 
     def __init__(self, type_, index):
         self.type = type_
         self.index = index
         self._str = type_ if index is None else f"{type_}:{index}"
-        self._backend = None
 
     def _forget_backend(self):
         """Find the backend again on next use (the CUDA modules changed: cupy_backend.use_modules)."""
         if self.__class__ is Device:
             del self.backend
-            self._backend = None
             self.__class__ = _Unresolved
 
     def __str__(self):
@@ -112,7 +107,7 @@ class _Unresolved(Device):
         if _resolver[0] is None:
             raise RuntimeError("no backend resolver is registered: import autograd_gpu (its backends register it)")
         b = _resolver[0](self)
-        self.backend = self._backend = b
+        self.backend = b
         self.__class__ = Device
         return b
 

@@ -299,19 +299,6 @@ class Tensor:
     def __dlpack_device__(self):
         return self.data.__dlpack_device__()
 
-    def to(self, *args, device=None, dtype=None, copy=False):
-        """Move and/or cast: ``t.to("cuda")``, ``t.to(ag.float64)``, ``t.to("cpu", ag.float32)``.
-        Returns ``self`` when nothing changes; differentiable otherwise."""
-        device, dtype = parse_to_args(args, device, dtype)
-        out = self
-        if dtype is not None and dtype != out.dtype:
-            out = _ops_misc.cast(out, dtype)
-        if device is not None and device is not out.device:
-            out = _ops_misc.to_device(out, device)
-        if copy and out is self:
-            out = self.clone()
-        return out
-
     def cpu(self):
         return self.to("cpu")
 
@@ -339,9 +326,8 @@ class Tensor:
     def type(self, dtype=None):
         return str(self.dtype) if dtype is None else self.to(dtype=dtype)
 
-    def clone(self):
-        """A copy with its own memory; differentiable (the gradient passes straight through)."""
-        return _ops_misc.clone(self)
+    def is_complex(self):
+        return self.data.dtype.kind == "c"
 
     def _copy(self):
         """A fresh copy of the data, outside the graph (on its own GPU: CuPy copies to the current one)."""
@@ -496,4 +482,3 @@ def _nested_to_host(x):
 
 _function.Tensor = Tensor
 from .autograd import engine as _engine  # noqa: E402
-from .ops import misc as _ops_misc  # noqa: E402

@@ -706,7 +706,7 @@ def test_a_program_whose_only_products_are_packed_ones_gets_the_graph_matmul_rea
     class PackedProduct(Function):
         @staticmethod
         def forward(ctx, x, w):
-            b = ctx.device._backend or ctx.device.backend
+            b = ctx.device.backend
             return ctx.wrap(b.matmul_packed(x.data, b.pack_matmul(w.data, x.shape[0]), *w.shape))
 
     @ag.compile

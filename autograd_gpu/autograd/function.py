@@ -93,7 +93,7 @@ class Function:
         instead of through Function.apply: nothing is recorded (no create_graph), no vmap batching
         rule could apply and the device needs no context switch. The result is the same; the saving
         is the apply machinery, which dominates the backward of small tensors."""
-        return not state.enabled and not _vmap and (self.device._backend or self.device.backend).context is None
+        return not state.enabled and not _vmap and (self.device.backend).context is None
 
     def save_for_backward(self, *tensors):
         self._saved = tensors
@@ -265,7 +265,7 @@ class Function:
                         raise _two_devices(cls, dev, a.device)
             if dev is None:
                 dev = get_default_device()
-        backend = dev._backend or dev.backend
+        backend = dev.backend
         ctx = _new(cls)
         ctx.xp = backend.xp
         ctx.device = dev

@@ -24,7 +24,7 @@ import warnings  # noqa: F401
 
 from ..autograd import function as _function
 from ..tensor import Tensor
-from ..ops.batching import (BatchedTensor, _LogicalArray, _wrap, _levels, _phys, physical, _prod, _union, _align, _expand, _bsizes, _wrap_out, has_batched, batched_apply, batched_constant, _loop, _sizes, _warned, _PENDING, _load_rules, _tensors)  # noqa: F401
+from ..ops.batching import (BatchedTensor, _LogicalArray, _wrap, _levels, _phys, physical, _prod, _union, _align, _expand, _bsizes, _wrap_out, has_batched, batched_apply, batched_constant, _loop, _sizes, _warned, _tensors)  # noqa: F401
 
 __all__ = ["vmap"]
 
@@ -181,8 +181,6 @@ def vmap(f, in_dims=0, out_dims=0, randomness="error"):
             raise ValueError(f"vmap: the mapped arguments have different batch sizes {sorted(sizes)} ({desc}); "
                              "every mapped dim must have the same size")
         size = sizes.pop()
-        if _PENDING:
-            _load_rules()
         level = len(_sizes) + 1
         _sizes.append(size)
         hook = _function._vmap

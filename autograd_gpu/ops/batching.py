@@ -192,11 +192,6 @@ def batched_apply(cls, args, kwargs):
     answer NotImplemented for a call it cannot batch (then, as for a Function without a rule, such as a
     user's own, the op runs once per example with a one-time warning)."""
     rule = cls.batch_rule
-    if rule is None:
-        for k in cls.__mro__:           # TEMP: the string table below, until every op declares its rule
-            rule = _RULES.get(k)
-            if rule is not None:
-                break
     if rule is not None:
         out = rule(cls, args, kwargs)
         if out is not NotImplemented:
@@ -248,31 +243,6 @@ def _loop(cls, args, kwargs, warn=True):
 
 
 # --------------------------------------------------------------------------- rules
-_RULES = {}
-
-
-def _rule(*names):
-    """Register a rule for the Functions named ``module:Class`` (imported lazily, so that ops modules
-    never import this one)."""
-    def deco(fn):
-        _PENDING.append((names, fn))
-        return fn
-    return deco
-
-
-_PENDING = []
-
-
-def _load_rules():
-    import importlib
-    for names, fn in _PENDING:
-        for n in names:
-            mod, cls = n.split(":")
-            # a renamed or missing class is an error, never a silent loss of its rule
-            _RULES[getattr(importlib.import_module("autograd_gpu." + mod), cls)] = fn
-    _PENDING.clear()
-
-
 def _tensors(args):
     return [a for a in args if isinstance(a, Tensor)]
 

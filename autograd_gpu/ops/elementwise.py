@@ -49,7 +49,7 @@ def _scalar_operand(t, v, op):
         if rd != dt:
             t = t.to(dtype=rd)
             dt = rd
-    backend = t.device._backend or t.device.backend
+    backend = t.device.backend
     return t, (v if backend.weak_scalars else backend.scalar(v, dt))
 
 
@@ -99,7 +99,7 @@ def _binary(op, tensor_fn, scalar_fn, rscalar_fn, doc, array_fn=None):
                 return tensor_fn(a, b)
             c = b.__class__
             if (c is float or c is int) and a.data.dtype.kind == "f":
-                backend = a.device._backend or a.device.backend
+                backend = a.device.backend
                 if backend.weak_scalars:               # the common case: float tensor, Python number
                     if array_fn is not None and not state.enabled and not _function._vmap and backend.context is None:
                         ad = a.data
@@ -549,7 +549,7 @@ def _constant(name, a, b, op):
     else:
         raise TypeError(f"{op}: expected at least one Tensor, got {type(a).__name__} and {type(b).__name__}")
     t = a if isinstance(a, Tensor) else b
-    backend = t.device._backend or t.device.backend
+    backend = t.device.backend
     if _function._vmap and _function._vmap[0]((a, b), None):     # inside vmap: see func/vmap.py
         return _function._vmap[2](getattr(backend.xp, name), (a, b))
     return Tensor._make(getattr(backend.xp, name)(_data(a), _data(b)), t.device)
@@ -1018,7 +1018,7 @@ class Sigmoid(Function):
     # 1 / (1 + exp(-x)) would give inf * 0; the forward is a backend kernel (overflow-safe there)
     @staticmethod
     def forward(ctx, x):
-        y = ctx.wrap((ctx.device._backend or ctx.device.backend).sigmoid(x.data))
+        y = ctx.wrap((ctx.device.backend).sigmoid(x.data))
         ctx.save_for_backward(y)
         return y
 
@@ -1129,7 +1129,7 @@ class Erf(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return ctx.wrap((ctx.device._backend or ctx.device.backend).erf(x.data))
+        return ctx.wrap((ctx.device.backend).erf(x.data))
 
     @staticmethod
     def backward(ctx, grad):
@@ -1403,7 +1403,7 @@ def clamp(x, min=None, max=None):
         lo = None if min is None else as_tensor(min, "clamp", like=x)
         hi = None if max is None else as_tensor(max, "clamp", like=x)
         return ClampTensor.apply(x, lo, hi)
-    backend = x.device._backend or x.device.backend
+    backend = x.device.backend
     dt = x.data.dtype
     for v in (min, max):
         if v is not None:
@@ -1502,7 +1502,7 @@ class Complex(Function):
 
     @staticmethod
     def forward(ctx, re, im):
-        b = ctx.device._backend or ctx.device.backend
+        b = ctx.device.backend
         cd = complex_dtype(re.data.dtype)
         return ctx.wrap(re.data.astype(cd) + im.data.astype(cd) * b.scalar(1j, cd))
 

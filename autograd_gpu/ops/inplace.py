@@ -123,7 +123,7 @@ def _direct(x, other, op, alpha=1):
         if a.__class__ is xd.__class__ and other.device is x.device and a.dtype == xd.dtype and \
                 a.shape == xd.shape and a.base is None and xd.base is None and xd.dtype.kind in "fc" and \
                 getattr(xd.flags, "writeable", True):
-            backend = x.device._backend or x.device.backend
+            backend = x.device.backend
             if backend.context is None:
                 getattr(backend.xp, _DIRECT[op])(xd, a, out=xd)
             else:

@@ -1,6 +1,6 @@
-"""Ops that move or copy data without changing values: cast, to_device, clone."""
+"""Ops that move or copy data without changing values: Tensor.to (casts and device moves), clone."""
 from ..autograd.function import Function
-from ..tensor import Tensor
+from ..tensor import Tensor, parse_to_args
 from ..dtypes import float64
 from . import batching
 from .registry import register, OpTest, UNARY
@@ -25,11 +25,6 @@ class Cast(Function):
         return grad.to(dtype=src), None
 
 
-@register(tests=OpTest(UNARY[:1], ref=lambda np, a: a.astype(np.float64), op=lambda x: x.to(float64),
-                       name="to_float64"))
-def cast(x, dtype):
-    """x converted to ``dtype``; the gradient is cast back to x's dtype."""
-    return Cast.apply(x, dtype)
 
 
 class ToDevice(Function):
@@ -45,10 +40,21 @@ class ToDevice(Function):
         return grad.to(ctx.src), None
 
 
-@register(untested="needs two devices: tests/test_tensor.py::test_cuda_tensor_round_trip_and_repr")
-def to_device(x, dev):
-    """x copied to device ``dev``; the gradient is copied back."""
-    return ToDevice.apply(x, dev)
+# the device half of .to() needs two devices: tests/test_tensor.py::test_cuda_tensor_round_trip_and_repr
+@register(namespace="Tensor", method=True,
+          tests=OpTest(UNARY[:1], ref=lambda np, a: a.astype(np.float64), op=lambda x: x.to(float64), name="to_float64"))
+def to(self, *args, device=None, dtype=None, copy=False):
+    """Move and/or cast: ``t.to("cuda")``, ``t.to(ag.float64)``, ``t.to("cpu", ag.float32)``; ``self`` when
+    nothing changes, differentiable otherwise."""
+    device, dtype = parse_to_args(args, device, dtype)
+    out = self
+    if dtype is not None and dtype != out.dtype:
+        out = Cast.apply(out, dtype)
+    if device is not None and device is not out.device:
+        out = ToDevice.apply(out, device)
+    if copy and out is self:
+        out = clone(self)
+    return out
 
 
 class Alias(Function):
@@ -77,7 +83,7 @@ class Clone(Function):
         return grad
 
 
-@register(tests=OpTest(UNARY, ref="np.copy"))      # the method is Tensor.clone (the class defines it)
+@register(method=True, tests=OpTest(UNARY, ref="np.copy"))
 def clone(x):
     """A copy with its own memory; the gradient passes straight through."""
     if not isinstance(x, Tensor):

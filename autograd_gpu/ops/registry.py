@@ -34,7 +34,8 @@ from ..tensor import Tensor
 
 __all__ = ["OpTest", "OpDef", "register", "ops", "names", "methods", "docs_markdown", "UNARY", "BINARY"]
 
-NAMESPACES = {"": "ag", "linalg": "ag.linalg", "fft": "ag.fft", "nn.functional": "F"}
+# namespace -> how its ops are spelt; "Tensor" holds ops that are Tensor methods only (x.to(...))
+NAMESPACES = {"": "ag", "linalg": "ag.linalg", "fft": "ag.fft", "nn.functional": "F", "Tensor": "Tensor"}
 
 # sample shapes most op-table entries use: a matrix, a 0-d tensor, an empty one, one that broadcasts
 UNARY = (((3, 4),), ((),), ((0, 3),), ((2, 1, 3),))
@@ -102,7 +103,7 @@ def register(name=None, *, namespace="", method=False, methods=None, aliases=(),
     """Register the decorated public function as an op (returned unchanged).
 
     name: the public name (the function's own name when None). namespace: "" for ``ag.*``, or "linalg",
-    "fft", "nn.functional". method: True binds the function as the Tensor method of the same name; a name
+    "fft", "nn.functional", or "Tensor" for an op that is a Tensor method only (exported nowhere else). method: True binds the function as the Tensor method of the same name; a name
     or a tuple of names (operators included, "__add__") binds it under those. methods: {name: callable}
     for Tensor methods whose signature differs (``x.reshape(2, 3)``, ``__rsub__``). aliases: other public
     names of the same function (``divide`` for ``div``). tests: an OpTest or a sequence of them; an op

@@ -10,7 +10,7 @@ from ..backends import get_backend
 from ..tensor import Tensor
 from .shape import broadcast_shapes, broadcast_to
 from ._util import as_tensor
-from ..amp import cast_float32
+from ._autocast import cast_float32
 from ..creation import eye
 from ..dtypes import float32
 from . import batching
@@ -59,7 +59,7 @@ def _matrix(x, op, square=True, what="input"):
 
 
 def _backend(ctx):
-    return ctx.device._backend or ctx.device.backend
+    return ctx.device.backend
 
 
 def _check_each(backend, ok, op, what, batch):
@@ -102,7 +102,7 @@ def _lapack(ctx, name, op, a, **kwargs):
 
 
 def _check_finite(ctx, values, op):
-    backend = ctx.device._backend or ctx.device.backend
+    backend = ctx.device.backend
     _check_each(backend, ctx.xp.isfinite(values).all(axis=-1), op, _NAN, values.shape[:-1])
 
 

@@ -13,6 +13,7 @@ from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..backends import get_backend
 from ..device import device as _device, get_default_device
 from ..tensor import Tensor
+from ..ops import batching
 
 __all__ = ["checkpoint"]
 
@@ -27,6 +28,8 @@ def _backends(tensors):
 
 
 class _Checkpoint(Function):
+    batch_rule = batching.loop      # it runs the user's function: under vmap, once per example
+
     @staticmethod
     def forward(ctx, run, *args):
         fn, kwargs, preserve, n = run

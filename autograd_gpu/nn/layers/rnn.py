@@ -25,6 +25,7 @@ from ...autograd.function import Function
 from ...autograd.grad_mode import state
 from ..._trace_hooks import active as tracing
 from ...ops.shape import cat, stack
+from ...ops import batching
 
 __all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -316,6 +317,9 @@ class _Recurrence(Function):
     """One layer and direction over a whole sequence: gx (T, B, gates*H) the input projections,
     h0 (B, H), c0 (B, H) for LSTM else None, w_hh (gates*H, H), b_hh (GRU's, else folded into gx)
     -> (output (T, B, H), h_n[, c_n])."""
+    # vmap: once per example. A rule could fold the vmap dims into B when only gx and h0/c0 are batched;
+    # per-example weights (vmap over an ensemble) could not, and nothing batches an RNN under vmap yet.
+    batch_rule = batching.loop
 
     @staticmethod
     def forward(ctx, mode, gx, h0, c0, w_hh, b_hh, reverse):

@@ -4,7 +4,7 @@ sigmoid, tanh as calls of the ag ops, which hold their math, tests and vmap rule
 import warnings
 
 from ...autograd.function import Function
-from ...amp import cast_float32   # autocast state (amp.py): left as it is while it moves to a leaf module
+from .._autocast import cast_float32
 from ..elementwise import (exp, relu as _relu, leaky_relu as _leaky_relu, elu as _elu, gelu as _gelu, silu as _silu,
                            sigmoid as _sigmoid, tanh as _tanh, softplus as _softplus)
 from .._util import as_tensor, normalize_dim

@@ -6,7 +6,7 @@ import math
 from ...autograd.function import Function
 from ...autograd.grad_mode import state
 from ...tensor import Tensor
-from ...amp import cast_low   # autocast state (amp.py): left as it is while it moves to a leaf module
+from .._autocast import cast_low
 from ..shape import broadcast_shapes, broadcast_to, sum_to as _sum_to
 from ..linalg import matmul
 from .._util import as_tensor
@@ -65,7 +65,7 @@ class ScaledDotProductAttention(Function):
 
     @staticmethod
     def forward(ctx, q, k, v, mask, scale, keep):
-        xp, backend = ctx.xp, ctx.device._backend or ctx.device.backend
+        xp, backend = ctx.xp, ctx.device.backend
         qs = q.data * scale        # the scale on q, not on the scores (fewer elements when S > E); the
         ctx.scale, ctx.keep, ctx.qs = scale, keep, qs                # backward's dK = dS^T @ (q * scale) reuses it
         ctx.save_for_backward(q, k, v, mask)
@@ -108,7 +108,7 @@ class ScaledDotProductAttention(Function):
     def _backward_arrays(ctx, grad, q, k, v, mask):
         """The backward above on arrays: dP and dS share one buffer, the scale goes on the (L, E) arrays (dK from the saved q * scale)."""
         need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
-        xp, backend = ctx.xp, ctx.device._backend or ctx.device.backend
+        xp, backend = ctx.xp, ctx.device.backend
         mm = backend.matmul
         p, keep, g = ctx.p, ctx.keep, grad.data
         wrap = ctx.wrap

@@ -2,7 +2,8 @@
 private ``_linear_relu`` (relu(linear(...)) as one node, for Sequential and the transformer layers)."""
 from ...autograd.function import Function
 from ...tensor import Tensor
-from ...amp import cast_low, _state as _amp_state   # autocast state (amp.py): left as it is while it moves
+from .._autocast import cast_low
+from ..._autocast_state import state as _amp_state
 from ..elementwise import ReluBackward, relu as _relu
 from ..linalg import MatMul, matmul
 from ..reduction import Sum
@@ -49,7 +50,7 @@ class Linear(Function):
 
 def _addmm(ctx, a, w, b):
     """The array a @ w.T + b, with a's leading dims folded into the rows of one BLAS call."""
-    y = (ctx.device._backend or ctx.device.backend).matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a, w.T)
+    y = (ctx.device.backend).matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a, w.T)
     if b is not None:
         y += b.data
     return y if a.ndim == 2 else y.reshape(a.shape[:-1] + (y.shape[-1],))
@@ -59,7 +60,7 @@ def _linear_grads_direct(ctx, g, x, w):
     """_linear_grads on arrays, when nothing is recorded (Function._direct): the same products, without
     the Function.apply machinery of the transpose, the two products and the sum."""
     need_x, need_w, need_b = ctx.needs_input_grad
-    matmul = (ctx.device._backend or ctx.device.backend).matmul
+    matmul = (ctx.device.backend).matmul
     g = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
     gx = ctx.wrap(matmul(g, w) if x.ndim == 2 else matmul(g, w).reshape(x.shape)) if need_x else None
     gw = ctx.wrap(matmul(g.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))) if need_w else None

@@ -7,7 +7,7 @@ from ...autograd import function as _function
 from ...autograd.function import Function
 from ...autograd.grad_mode import state
 from ...tensor import Tensor
-from ...amp import cast_float32   # autocast state (amp.py): left as it is while it moves to a leaf module
+from .._autocast import cast_float32
 from ..elementwise import (Mul, Softplus, mul, where, clamp, log, square, greater, equal, abs as _abs)
 from ..indexing import Gather, ScatterAddInto, _along
 from ..reduction import sum as _sum
@@ -96,13 +96,13 @@ def _nll_grad_array(ctx, g):
     """NllLoss's gradient on arrays (Function._direct): -scale * g scattered into zeros."""
     src = (g * -ctx.scale).reshape(ctx.idx.shape)
     out = ctx.xp.zeros(ctx.shape, dtype=src.dtype)
-    (ctx.device._backend or ctx.device.backend).scatter_add(out, _along(ctx.xp, ctx.idx, 1), src)
+    (ctx.device.backend).scatter_add(out, _along(ctx.xp, ctx.idx, 1), src)
     return out
 
 
 def _nll_grad(ctx, grad):
     """NllLoss's gradient as recorded ops."""
-    neg = ctx.wrap((ctx.device._backend or ctx.device.backend).call(ctx.xp.negative, ctx.scale))  # on its GPU
+    neg = ctx.wrap((ctx.device.backend).call(ctx.xp.negative, ctx.scale))  # on its GPU
     g = Mul.apply(grad, neg) if grad.shape == neg.shape else mul(grad, neg)
     return ScatterAddInto.apply(g.reshape(ctx.idx.shape), ctx.idx, 1, ctx.shape)
 

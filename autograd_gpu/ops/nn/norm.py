@@ -5,7 +5,7 @@ import builtins
 from ...autograd.function import Function
 from ...autograd.grad_mode import state
 from ...tensor import Tensor
-from ...amp import cast_float32   # autocast state (amp.py): left as it is while it moves to a leaf module
+from .._autocast import cast_float32
 from ..elementwise import rsqrt
 from ..batching import BatchedTensor, _wrap, _shift
 from ..registry import register, OpTest
@@ -129,14 +129,14 @@ class LayerNorm(Function):
 
     @staticmethod
     def forward(ctx, x, w, b, axes, eps):
-        xp, mm = ctx.xp, (ctx.device._backend or ctx.device.backend).matmul
+        xp, mm = ctx.xp, (ctx.device.backend).matmul
         a = x.data
         k = a.ndim - len(axes)
         n = _prod(a.shape[k:])
         a2 = a.reshape(_prod(a.shape[:k]), n)
         ones = xp.ones(n, dtype=a.dtype)
         xc = a2 - _row_sums(xp, mm, a2, ones, 1.0 / n)[:, None] if n else a2.copy()
-        var = _row_dot(xp, ctx.device._backend or ctx.device.backend, xc, xc, 1.0 / builtins.max(n, 1))
+        var = _row_dot(xp, ctx.device.backend, xc, xc, 1.0 / builtins.max(n, 1))
         var += eps
         rstd = xp.sqrt(var, out=var)
         xp.reciprocal(rstd, out=rstd)
@@ -173,7 +173,7 @@ class LayerNorm(Function):
         CPU in blocks of rows (about 256 KiB an array), so the six passes over a block stay in cache: 25%
         faster on (4096, 256) float32 than whole arrays read back from memory each pass."""
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        xp, backend = ctx.xp, ctx.device._backend or ctx.device.backend
+        xp, backend = ctx.xp, ctx.device.backend
         xhat, rstd = ctx.xhat, ctx.rstd
         rows, n = xhat.shape
         g = g.reshape(rows, n)
