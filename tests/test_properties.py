@@ -12,7 +12,8 @@ from hypothesis import given, settings, HealthCheck, strategies as st
 
 import autograd_gpu as ag
 from autograd_gpu.testing.helpers import make_arrays, assert_close
-from autograd_gpu.testing.op_db import OP_DB, UNARY_SHAPES, BINARY_SHAPES
+from autograd_gpu.ops.registry import UNARY as UNARY_SHAPES, BINARY as BINARY_SHAPES
+from autograd_gpu.testing.op_db import OP_DB
 
 EXAMPLES = int(os.environ.get("AG_FUZZ_EXAMPLES", "4"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 10,

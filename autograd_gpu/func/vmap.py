@@ -6,11 +6,11 @@ plain *physical* Tensor whose leading dims are the batch dims of each vmap level
 level order), then the logical dims. Nested vmaps add levels; there is no nesting of wrappers.
 
 Every op goes through ``Function.apply``; while a vmap is active (one list check otherwise) a call
-with a BatchedTensor argument is sent to ``batched_apply``, which looks up the Function's batching
-rule: the rule rewrites the call into one call of the same Function on the physical tensors (axis
+with a BatchedTensor argument is sent to ``batched_apply`` (ops/batching.py), which runs the Function's
+``batch_rule`` (declared on the op's class, beside its forward and backward): the rule rewrites the call into one call of the same Function on the physical tensors (axis
 arguments shifted past the batch dims, operands aligned so that broadcasting lines up logical dims
-and batch dims), and the result is wrapped again. Ops without a rule fall back to a Python loop over
-the batch with a one-time warning naming the op.
+and batch dims), and the result is wrapped again. A user's Function without a rule falls back to a Python
+loop over the batch with a one-time warning naming the op.
 
 Autograd stays on the physical tensors: a rule's physical call is recorded like any other op, so
 ``grad(vmap(f))`` differentiates the batched computation. For ``vmap(grad(f))`` the transforms lift
@@ -19,12 +19,11 @@ gets its own copy to differentiate against and the physical gradient is exactly 
 Cotangents batched at levels the outputs are not (``vmap(vjp_fn)``) run the backward pass itself on
 BatchedTensors, through the same rules.
 """
-import itertools  # noqa: F401
-import warnings  # noqa: F401
-
 from ..autograd import function as _function
 from ..tensor import Tensor
-from ..ops.batching import (BatchedTensor, _LogicalArray, _wrap, _levels, _phys, physical, _prod, _union, _align, _expand, _bsizes, _wrap_out, has_batched, batched_apply, batched_constant, _loop, _sizes, _warned, _tensors)  # noqa: F401
+# BatchedTensor, the rule helpers and batched_apply live in ops/batching.py, beside the rules ops declare
+from ..ops.batching import (_wrap, _levels, _phys, physical, _expand, has_batched, batched_apply,  # noqa: F401
+                            batched_constant, _sizes)
 
 __all__ = ["vmap"]
 

@@ -17,7 +17,7 @@ from .shape import sum_to, broadcast_to, broadcast_shapes, flatten
 from ._util import as_tensor, normalize_dim
 from ..dtypes import int64
 from .batching import BatchedTensor, _wrap, _bsizes
-from .registry import register, OpTest
+from .registry import register, OpTest, COMPLEX
 
 __all__ = ["getitem", "setitem", "gather", "take_along_axis", "index_select", "scatter_add"]
 
@@ -325,7 +325,8 @@ class IndexAddInto(Function):
     OpTest((((3, 4), (4,)),), op=lambda x, m: x[1:, m], ref=lambda np, a, m: a[1:, m], name="getitem_mask_mixed",
            kinds=(None, "bool")),
     OpTest((((3, 4),),), op=lambda x: x[[True, False, True]], ref=lambda np, a: a[[True, False, True]],
-           name="getitem_mask_list")))
+           name="getitem_mask_list"),
+    OpTest((((3, 4),),), op=lambda x: x[1:, ::2], ref=lambda np, a: a[1:, ::2], name="complex_getitem", **COMPLEX)))
 def getitem(x, idx):
     """x[idx] with NumPy semantics: ints, slices, None, Ellipsis, integer arrays/Tensors, bool masks."""
     return GetItem.apply(x, *_prepare(x, idx))

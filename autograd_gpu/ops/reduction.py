@@ -11,7 +11,7 @@ from .shape import broadcast_to, reshape
 from .elementwise import where, equal, sqrt, abs as _abs, exp, maximum, conj, real, imag, _no_complex
 from ._util import as_tensor, normalize_dims, normalize_dim, pick
 from . import batching
-from .registry import register, OpTest, UNARY
+from .registry import register, OpTest, UNARY, COMPLEX
 
 __all__ = ["sum", "mean", "var", "std", "max", "min", "amax", "amin", "prod", "logsumexp", "norm",
            "argmax", "argmin", "any", "all", "cumsum"]
@@ -58,7 +58,8 @@ class Sum(Function):
     OpTest((((2, 3, 4),),), op=lambda x: x.sum(dim=1, keepdim=True), ref=lambda np, a: a.sum(axis=1, keepdims=True),
            name="sum_keepdim"),
     OpTest((((2, 3, 4),),), op=lambda x: sum(x, axis=(0, -1)), ref=lambda np, a: a.sum(axis=(0, -1)),
-           name="sum_axes")))
+           name="sum_axes"),
+    OpTest((((3, 4),),), op=lambda x: x.sum(1), ref=lambda np, a: a.sum(1), name="complex_sum", **COMPLEX)))
 def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None, dtype=None):
     """Sum over ``axis`` (alias ``dim``; int, tuple or None for all); bool/int sums are int64."""
     x = as_tensor(x, "sum")
@@ -74,7 +75,8 @@ def sum(x, axis=None, keepdims=False, *, dim=None, keepdim=None, dtype=None):
 @register(method=True, tests=(
     OpTest(UNARY[:2] + UNARY[3:], ref="np.mean"),
     OpTest((((2, 3, 4),),), op=lambda x: x.mean(-1, keepdims=True), ref=lambda np, a: a.mean(-1, keepdims=True),
-           name="mean_dim")))
+           name="mean_dim"),
+    OpTest(UNARY[:3], ref="np.mean", name="complex_mean", **COMPLEX)))
 def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Mean over ``axis`` (all elements when None); integer inputs give the default float dtype."""
     x = as_tensor(x, "mean")
@@ -91,7 +93,8 @@ def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
 @register(method=True, tests=(
     OpTest((((3, 4),), ((2, 1, 3),)), ref="np.var"),
     OpTest((((4, 3),),), op=lambda x: x.var(dim=0, correction=1), ref=lambda np, a: a.var(axis=0, ddof=1),
-           name="var_ddof")))
+           name="var_ddof"),
+    OpTest((((3, 4),),), op=lambda x: x.var(1), ref=lambda np, a: a.var(1), name="complex_var", **COMPLEX)))
 def var(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None,
         _op="var"):
     """Variance over ``axis``, dividing by n - ddof. ``correction`` (PyTorch's name) and ``unbiased``
@@ -283,7 +286,8 @@ def _product_of_others(x, axes):
 @register(method=True, tests=(
     OpTest((((3, 4),), ((),), ((0,),)), ref="np.prod", domain=(0.5, 1.5)),
     OpTest((((3, 4),),), op=lambda x: x.prod(dim=1), ref=lambda np, a: a.prod(axis=1), name="prod_dim",
-           domain=(-1.5, 1.5))))
+           domain=(-1.5, 1.5)),
+    OpTest((((3, 4),),), op=lambda x: x.prod(1), ref=lambda np, a: a.prod(1), name="complex_prod", **COMPLEX)))
 def prod(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Product over ``axis``; the gradient is exact where x has zeros."""
     x = as_tensor(x, "prod")
@@ -298,7 +302,9 @@ def prod(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     OpTest((((3, 4),),), op=lambda x: norm(x, p=3, dim=0), ref=lambda np, a: (np.abs(a) ** 3).sum(0) ** (1 / 3),
            name="norm_p3", avoid=(0.0,)),
     OpTest((((3, 4),),), op=lambda x: norm(x, math.inf), ref=lambda np, a: np.abs(a).max(), name="norm_inf",
-           avoid=(0.0,))))
+           avoid=(0.0,)),
+    OpTest((((3, 4),),), ref=lambda np, a: np.linalg.norm(a.ravel()).astype(a.real.dtype), name="complex_norm",
+           avoid=(0.0,), **COMPLEX)))
 def norm(x, ord=None, axis=None, keepdims=False, *, p=None, dim=None, keepdim=None):
     """Vector p-norm over ``axis`` (all elements when None): ord 2 (default, also 'fro'), 1, inf,
     -inf, 0 (count of non-zeros), or any other real p as (sum |x|**p) ** (1/p)."""

@@ -29,10 +29,10 @@ NumPy (references are named, or written as ``f(np, *arrays)``, and resolved by t
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..dtypes import float32, float64
+from ..dtypes import float32, float64, complex64, complex128
 from ..tensor import Tensor
 
-__all__ = ["OpTest", "OpDef", "register", "ops", "names", "methods", "docs_markdown", "UNARY", "BINARY"]
+__all__ = ["OpTest", "OpDef", "register", "ops", "names", "methods", "docs_markdown", "UNARY", "BINARY", "COMPLEX"]
 
 # namespace -> how its ops are spelt; "Tensor" holds ops that are Tensor methods only (x.to(...))
 NAMESPACES = {"": "ag", "linalg": "ag.linalg", "fft": "ag.fft", "nn.functional": "F", "Tensor": "Tensor"}
@@ -40,6 +40,8 @@ NAMESPACES = {"": "ag", "linalg": "ag.linalg", "fft": "ag.fft", "nn.functional":
 # sample shapes most op-table entries use: a matrix, a 0-d tensor, an empty one, one that broadcasts
 UNARY = (((3, 4),), ((),), ((0, 3),), ((2, 1, 3),))
 BINARY = (((2, 3), (2, 3)), ((2, 3), (3,)), ((), (4,)), ((3, 1), (1, 4)), ((2, 0), (2, 1)))
+# an entry on complex inputs: OpTest(..., **COMPLEX) (gradients checked in complex128, PyTorch's convention)
+COMPLEX = {"dtypes": (complex64, complex128), "tol": {complex64: {"rtol": 1e-4, "atol": 1e-5}}}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from ._util import as_tensor, normalize_dim, normalize_dims, shape_arg, pick
 from ..backends import host_asarray as _host_asarray
 from . import batching
 from .batching import _wrap, _bsizes, _align, _expand, _union, _unary_axis
-from .registry import register, OpTest, UNARY
+from .registry import register, OpTest, COMPLEX
 
 __all__ = ["broadcast_shapes", "broadcast_to", "expand", "sum_to", "reshape", "view", "contiguous", "flatten",
            "permute", "transpose", "swapaxes", "squeeze", "unsqueeze", "expand_dims", "concatenate",
@@ -158,8 +158,10 @@ def _resolve_shape(shape, size, op):
     return shape
 
 
-@register(method=True, tests=OpTest(
-    (((2, 6),), ((4, 0),)), op=lambda x: x.reshape(4, -1), ref=lambda np, a: a.reshape(4, -1)))
+@register(method=True, tests=(
+    OpTest((((2, 6),), ((4, 0),)), op=lambda x: x.reshape(4, -1), ref=lambda np, a: a.reshape(4, -1)),
+    OpTest((((3, 4),),), op=lambda x: x.reshape(4, 3).T, ref=lambda np, a: a.reshape(4, 3).T, name="complex_reshape_T",
+           **COMPLEX)))
 def reshape(x, *shape):
     """x with a new shape of the same number of elements (one entry may be -1)."""
     if not isinstance(x, Tensor):

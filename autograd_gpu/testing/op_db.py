@@ -1,12 +1,12 @@
-"""OP_DB: one entry per op, driving the forward, gradcheck, gradgradcheck and cross-device tests.
+"""OP_DB: the op table that drives the forward, gradcheck, gradgradcheck and cross-device tests.
 
-Each entry names the op (a call on Tensors), its NumPy reference (the same call on arrays), input
-shapes (incl. broadcasting, 0-d and size-0 cases), the domain inputs are drawn from and points to
-keep away from (kinks, poles). Keyword arguments go in a lambda so ``op`` and ``ref`` stay plain calls.
+Every entry is declared with its op, as an ``OpTest`` in the op's registration (autograd_gpu/ops/
+registry.py); this module turns them into ``OpInfo``s: the op (a call on Tensors), its NumPy reference
+(the same call on arrays), input shapes (incl. broadcasting, 0-d and size-0 cases), the domain inputs
+are drawn from and points to keep away from (kinks, poles). A reference that names nothing, or two
+entries with one id, is an error when this module is imported (so in every op test).
 """
 import functools
-import math
-import operator
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -33,9 +33,6 @@ class OpInfo:
     #                                      "real" with complex dtypes: a real input of their precision
 
 
-UNARY_SHAPES = (((3, 4),), ((),), ((0, 3),), ((2, 1, 3),))
-BINARY_SHAPES = (((2, 3), (2, 3)), ((2, 3), (3,)), ((), (4,)), ((3, 1), (1, 4)), ((2, 0), (2, 1)))
-F = np.float32
 
 def resolve_ref(ref, where):
     """An OpTest's reference as a call on arrays: "np.exp" and "refs.conv2d" name a function (in NumPy or
@@ -81,14 +78,4 @@ def _unique(entries):
     return entries
 
 
-def _extra(module):
-    try:
-        mod = __import__(f"autograd_gpu.testing.{module}", fromlist=["OPS"])
-    except ModuleNotFoundError as e:
-        if e.name != f"autograd_gpu.testing.{module}":
-            raise
-        return []
-    return mod.OPS
-
-
-OP_DB = _unique(registered() + _extra("op_db_complex"))
+OP_DB = _unique(registered())
