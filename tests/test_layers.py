@@ -6,9 +6,13 @@ The only imports left out are the ``ignore_imports`` of the layers contract, eac
 in pyproject.toml."""
 import os
 import re
-import tomllib
 
 import pytest
+
+try:
+    import tomllib
+except ImportError:             # Python 3.10: the [test] extra installs tomli, the same parser
+    import tomli as tomllib
 
 grimp = pytest.importorskip("grimp", reason="pip install import-linter (the [test] extra has it)")
 
