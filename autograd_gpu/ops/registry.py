@@ -105,8 +105,9 @@ def register(name=None, *, namespace="", method=False, methods=None, aliases=(),
     """Register the decorated public function as an op (returned unchanged).
 
     name: the public name (the function's own name when None). namespace: "" for ``ag.*``, or "linalg",
-    "fft", "nn.functional", or "Tensor" for an op that is a Tensor method only (exported nowhere else). method: True binds the function as the Tensor method of the same name; a name
-    or a tuple of names (operators included, "__add__") binds it under those. methods: {name: callable}
+    "fft", "nn.functional", or "Tensor" for an op that is a Tensor method only (exported nowhere else).
+    method: True binds the function as the Tensor method of the same name; a name or a tuple of names
+    (operators included, "__add__") binds it under those. methods: {name: callable}
     for Tensor methods whose signature differs (``x.reshape(2, 3)``, ``__rsub__``). aliases: other public
     names of the same function (``divide`` for ``div``). tests: an OpTest or a sequence of them; an op
     without tests gives the reason in ``untested``. doc: the docs line (the docstring's first line when
