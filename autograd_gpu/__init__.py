@@ -11,7 +11,7 @@ from .autograd import Function, no_grad, enable_grad, set_grad_enabled, is_grad_
 from . import autograd, backends, cuda
 from . import ops
 from .ops import registry as _registry
-globals().update(_registry.names(""))     # every op: ag.exp, ag.add, ag.sum, ... (each registered beside its def)
+_registry.export("", globals())     # every op: ag.exp, ag.add, ag.sum, ... (each registered beside its def)
 
 from . import nn, optim, data, func, viz, amp, utils
 from . import fft

@@ -4,5 +4,4 @@ Every name is an op registered with namespace="fft"; this module exports what th
 from .ops import fft as _fft  # noqa: F401  (importing it registers its ops)
 from .ops import registry as _registry
 
-globals().update(_registry.names("fft"))
-__all__ = sorted(_registry.names("fft"))
+__all__ = _registry.export("fft", globals())

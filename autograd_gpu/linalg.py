@@ -2,8 +2,7 @@
 
 Every name is an op registered with namespace="linalg" (autograd_gpu/ops/solvers.py, decompositions.py,
 norms.py); this module exports what the registry lists."""
-from .ops import solvers, decompositions, norms  # noqa: F401  (importing them registers their ops)
+from .ops import solvers as _solvers, decompositions as _decompositions, norms as _norms  # noqa: F401  (they register)
 from .ops import registry as _registry
 
-globals().update(_registry.names("linalg"))
-__all__ = sorted(_registry.names("linalg"))
+__all__ = _registry.export("linalg", globals())

@@ -1,6 +1,6 @@
 """Complex tensors and ag.fft: dtypes and promotion, PyTorch's gradient convention for real losses of
 complex inputs (values and gradients against PyTorch 2.13), rfft/irfft lengths and norms, errors.
-The op table (autograd_gpu/testing/op_db_complex.py) covers forward vs NumPy and finite differences."""
+The op table (the complex OpTests registered with the ops) covers forward vs NumPy and finite differences."""
 import numpy as np
 import pytest
 

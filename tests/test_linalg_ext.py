@@ -1,6 +1,6 @@
 """ag.linalg against PyTorch (values, gradients, second derivatives), its errors, what happens at
 repeated eigenvalues, and properties over batch dimensions and ill-conditioned inputs. The op table
-(op_db_linalg_ext) covers forward vs NumPy, finite differences and CUDA vs CPU."""
+(the OpTests registered with the ag.linalg ops) covers forward vs NumPy, finite differences and CUDA vs CPU."""
 import math
 
 import numpy as np

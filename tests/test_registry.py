@@ -103,3 +103,32 @@ def test_the_worked_example_is_the_real_code():
         assert np.allclose(ag.func.vmap(ag.sinh)(x).numpy(), np.sinh(x.numpy()))
     assert "sinh" in {e.name for e in OP_DB}
     assert "| `ag.sinh` | `sinh` | Hyperbolic sine, elementwise. |" in (ROOT / "docs" / "ops.md").read_text()
+
+
+def test_registering_a_function_twice_is_an_error():
+    with pytest.raises(ValueError, match="registered twice"):
+        register("exp", untested="a test of the registry")(ag.exp)
+
+
+def test_a_registration_cannot_replace_what_the_tensor_class_defines():
+    def length(x):
+        """Not an op."""
+    with pytest.raises(ValueError, match="defined by the Tensor class itself"):
+        register("length_for_test", method="detach", untested="a test of the registry")(length)
+
+
+def test_a_misspelt_operator_is_an_error():
+    def plus(a, b):
+        """Not an op."""
+    with pytest.raises(ValueError, match="not an operator method"):
+        register("plus_for_test", method="__rad__", untested="a test of the registry")(plus)
+
+
+def test_an_op_cannot_replace_a_name_of_its_module():
+    space = {"tensor": ag.tensor}
+    registry._NAMES["", "tensor"] = registry._NAMES["", "exp"]     # as if an op were called "tensor"
+    try:
+        with pytest.raises(ImportError, match="would replace"):
+            registry.export("", space)
+    finally:
+        del registry._NAMES["", "tensor"]

@@ -9,6 +9,4 @@ tests, vmap rule and docs line) with its kernels in autograd_gpu/ops/nn/, one mo
 from ..ops import nn as _kernels   # noqa: F401  (importing the family modules registers the F.* ops)
 from ..ops import registry as _registry
 
-globals().update(_registry.names("nn.functional"))
-
-__all__ = sorted(_registry.names("nn.functional"))
+__all__ = _registry.export("nn.functional", globals())

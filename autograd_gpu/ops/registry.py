@@ -26,13 +26,15 @@ tests (an op with neither tests nor a stated reason, a NumPy reference name that
 built-in Function without ``batch_rule``), never a silent fallback. This module is plain data: no
 NumPy (references are named, or written as ``f(np, *arrays)``, and resolved by the testing layer).
 """
+import operator
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..dtypes import float32, float64, complex64, complex128
 from ..tensor import Tensor
 
-__all__ = ["OpTest", "OpDef", "register", "ops", "names", "methods", "docs_markdown", "UNARY", "BINARY", "COMPLEX"]
+__all__ = ["OpTest", "OpDef", "register", "ops", "names", "export", "methods", "docs_markdown", "UNARY", "BINARY",
+           "COMPLEX"]
 
 # namespace -> how its ops are spelt; "Tensor" holds ops that are Tensor methods only (x.to(...))
 NAMESPACES = {"": "ag", "linalg": "ag.linalg", "fft": "ag.fft", "nn.functional": "F", "Tensor": "Tensor"}
@@ -97,7 +99,13 @@ class OpDef:
 _OPS = {}            # (namespace, name) -> OpDef, in registration order
 _NAMES = {}          # (namespace, public name or alias) -> OpDef
 _METHODS = {}        # Tensor attribute -> (OpDef, callable)
-_CLASS_ATTRS = frozenset(k for k in vars(Tensor) if not k.startswith("__"))   # what the class defines itself
+# what the Tensor class body defines itself (__repr__, __len__, shape, ...): no registration may replace it
+_CLASS_ATTRS = frozenset(vars(Tensor)) - {"__module__", "__doc__", "__slots__", "__dict__", "__weakref__",
+                                         "__qualname__"}
+# the operator methods a registration may bind: Python's (operator.__add__ ...) and their reflections
+_OPERATORS = frozenset(n for n in dir(operator) if n.startswith("__") and n.endswith("__") and n != "__all__"
+                       and callable(getattr(operator, n)))
+_OPERATORS |= {"__r" + n[2:] for n in _OPERATORS}
 
 
 def register(name=None, *, namespace="", method=False, methods=None, aliases=(), tests=(), untested=None,
@@ -132,6 +140,14 @@ def register(name=None, *, namespace="", method=False, methods=None, aliases=(),
             bound[m] = fn
         for m, f in (methods or {}).items():
             bound[m] = f
+        for m in bound:
+            if m.startswith("__") and m not in _OPERATORS:
+                raise ValueError(f"register({n}): {m} is not an operator method Python calls (a misspelling?)")
+        if namespace == "Tensor" and not bound:
+            raise ValueError(f"register({n}): an op of the 'Tensor' namespace must bind a method (method=)")
+        if (namespace, n) in _OPS:
+            raise ValueError(f"register: {NAMESPACES[namespace]}.{n} is registered twice ({_OPS[namespace, n].module} "
+                             f"and {fn.__module__})")
         d = OpDef(n, fn, namespace, line, bound, tuple(aliases), ts, untested, fn.__module__)
         for public in (n,) + d.aliases:          # check everything first: a refused op leaves no trace
             prev = _NAMES.get((namespace, public))
@@ -162,6 +178,18 @@ def ops(namespace=None):
 def names(namespace=""):
     """{public name: function} of a namespace, aliases included: what its module exports."""
     return {public: d.fn for (ns, public), d in _NAMES.items() if ns == namespace}
+
+
+def export(namespace, into):
+    """Put a namespace's ops into a module's globals ``into`` (ag, ag.linalg, ag.fft, F), refusing to
+    replace a name the module already has for something else (an op called ``tensor`` or ``float32``)."""
+    ns = names(namespace)
+    clash = sorted(k for k, f in ns.items() if k in into and into[k] is not f)
+    if clash:
+        raise ImportError(f"ops registered in {NAMESPACES[namespace]} would replace names the module already "
+                          f"defines: {clash}; rename the ops")
+    into.update(ns)
+    return sorted(ns)
 
 
 def methods():

@@ -254,15 +254,15 @@ class Permute(Function):
 
 @register(method=True, tests=OpTest(
     (((2, 3, 4),),), op=lambda x: x.permute(2, 0, 1), ref=lambda np, a: a.transpose(2, 0, 1)))
-def permute(x, *dims, op="permute"):
+def permute(x, *dims, _op="permute"):
     """Reorder the dims: the result's dim i is x's dim ``dims[i]``."""
-    x = as_tensor(x, op)
-    dims = shape_arg(dims, op)
+    x = as_tensor(x, _op)
+    dims = shape_arg(dims, _op)
     if len(dims) != x.ndim:
-        raise ValueError(f"{op}: expected {x.ndim} dims for a tensor of shape {x.shape}, got {dims}")
-    axes = tuple(normalize_dim(d, x.ndim, op) for d in dims)
+        raise ValueError(f"{_op}: expected {x.ndim} dims for a tensor of shape {x.shape}, got {dims}")
+    axes = tuple(normalize_dim(d, x.ndim, _op) for d in dims)
     if len(set(axes)) != len(axes):
-        raise ValueError(f"{op}: dims {dims} repeat a dimension")
+        raise ValueError(f"{_op}: dims {dims} repeat a dimension")
     if axes == tuple(range(x.ndim)):
         return x
     return Permute.apply(x, axes)
@@ -277,10 +277,10 @@ def transpose(x, *axes):
     x = as_tensor(x, "transpose")
     axes = shape_arg(axes, "transpose") if axes else ()
     if not axes:
-        return permute(x, *range(x.ndim - 1, -1, -1), op="transpose")
+        return permute(x, *range(x.ndim - 1, -1, -1), _op="transpose")
     if len(axes) == 2 and x.ndim != 2:
         return swapaxes(x, *axes, op="transpose")
-    return permute(x, *axes, op="transpose")
+    return permute(x, *axes, _op="transpose")
 
 
 @register(method=("swapaxes", "swapdims"), tests=OpTest(
