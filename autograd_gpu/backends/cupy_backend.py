@@ -5,6 +5,7 @@ import numpy as np
 from . import cublas_graph
 from . import sync as _sync
 from .base import Backend
+from .kernels import CUPY_MIXINS
 
 _INSTALL_HINT = ('install it with pip install "autograd-gpu[cuda12]" (CUDA 12) '
                  'or pip install "autograd-gpu[cuda13]" (CUDA 13)')
@@ -98,7 +99,7 @@ def require_cuda(index=0):
     return cp
 
 
-class CupyBackend(Backend):
+class CupyBackend(*CUPY_MIXINS, Backend):
     name = "cupy"
     weak_scalars = False     # older CuPy promotes by value: pass scalars typed (see scalar())
 

@@ -2,6 +2,7 @@
 import numpy as np
 
 from .base import Backend
+from .kernels import NUMPY_MIXINS
 from .cupy_backend import is_cupy_array
 from ._erf import erf as _erf
 from . import mkl_blas
@@ -21,7 +22,7 @@ def float_matmul(a, b, out=None):
     return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
 
 
-class NumpyBackend(Backend):
+class NumpyBackend(*NUMPY_MIXINS, Backend):
     xp = np
     name = "numpy"
     weak_scalars = True      # NumPy 2 keeps Python scalars weak: float32 array * 2.5 stays float32
