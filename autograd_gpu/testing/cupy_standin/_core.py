@@ -87,7 +87,7 @@ def refuse_cublas_under_capture(what):
         raise NotImplementedError(f"calling cuBLAS API during stream capture is currently unsupported ({what})")
 
 
-def kernel(run, args=()):
+def kernel(run, args=(), kind="kernel", name=None):
     """Run one simulated kernel ``run()``; while the thread captures a stream (_kernels.py) it is
     recorded for the graph, and the arrays in ``args`` it may write are put back afterwards."""
     cap = getattr(_local, "capture", None)

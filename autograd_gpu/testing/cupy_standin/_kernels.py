@@ -1,13 +1,19 @@
 """The stand-in's user-defined kernels (``cupy.ElementwiseKernel``, ``cupy.ReductionKernel``) and stream
 capture (``Stream.begin_capture`` / ``end_capture`` -> ``cupy.cuda.Graph``, ``Graph.launch``).
 
-Kernels: the CUDA C of the operation is not compiled; a small subset of it is evaluated with NumPy:
-one assignment ``y = <expr>`` (``ElementwiseKernel``) or a map expression (``ReductionKernel``) made of
-the declared parameter names, integer literals, ``+ - * /``, unary minus, one comparison, parentheses
-and the math functions in ``_FUNCS``. Anything else (other statements, float literals, ``**``,
-unknown functions) raises NotImplementedError: the stand-in does not pretend to run C it cannot read.
-Arguments follow CuPy's rules: device arrays on the current device whose dtype is the declared one,
-or scalars; NumPy arrays are refused.
+Kernels: the CUDA C of the operation is not compiled; the subset of C that ``_csubset.py`` documents
+(declarations, assignments and ``+= -= *= /=`` to parameters and locals, ``if``/``else``, literals with
+C's types, the usual operators, the ternary, casts, CUDA's math functions) is parsed when the kernel is
+made and evaluated with NumPy over the broadcast arguments at each call, with C's types and promotion.
+Anything outside it raises NotImplementedError naming the construct: the stand-in does not pretend to
+run C it cannot read. ``ElementwiseKernel`` takes one or several outputs (a tuple is returned for
+several); ``ReductionKernel`` takes reduce expressions ``a + b``, ``a * b``, ``max(a, b)``, ``min(a, b)``.
+Not simulated (NotImplementedError): ``raw`` parameters (indexing), ``preamble``, ``loop_prep``,
+``size=``, and ``cupy.RawKernel`` / ``RawModule`` (whole CUDA functions with pointers and indexing:
+code that needs them falls back to an ElementwiseKernel here, as backends/fuse_cuda_vec.py does).
+Arguments follow CuPy's rules: device arrays on the current device whose dtype is the declared one (a
+type placeholder ``T`` is bound by the first array argument of that type, then by scalars), or
+scalars (cast to the parameter's type); NumPy arrays are refused; input parameters are const.
 
 Capture: while a thread captures, every kernel the stand-in runs is recorded, and what it wrote is
 put back when the capture ends (a captured stream executes nothing); results made during the capture
@@ -15,169 +21,275 @@ are filled with NaN (their memory is uninitialised until the graph runs). ``Grap
 recorded kernels again, writing into the same buffers. A transfer or synchronisation during capture
 raises, as CUDA does (cudaErrorStreamCaptureUnsupported), and invalidates the capture.
 """
-import ast
+import re
+
 import numpy as np
 
-from . import _core
+from . import _core, _csubset
 from ._core import ndarray, current_device_id
 
-_TYPES = {"float16", "float32", "float64", "bool", "int8", "int16", "int32", "int64", "uint8", "uint32",
+_TYPES = {"float16", "float32", "float64", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
           "uint64"}
-_FUNCS = {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
-          "sin": np.sin, "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh,
-          "fabs": np.abs, "pow": np.power, "atan": np.arctan}
-_BIN = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.true_divide}
-_CMP = {ast.Lt: np.less, ast.LtE: np.less_equal, ast.Gt: np.greater, ast.GtE: np.greater_equal,
-        ast.Eq: np.equal, ast.NotEq: np.not_equal}
 
 
 def _params(spec, what):
-    """'float32 x, float32 y' -> [(dtype, name)]."""
+    """'float32 x, T y' -> [(type, name)]: type a dtype, or a type placeholder's name (a str)."""
     out = []
     for part in (p.strip() for p in spec.split(",") if p.strip()):
         words = part.split()
-        if len(words) != 2 or words[0] not in _TYPES or not words[1].isidentifier():
-            raise NotImplementedError(f"{what}: the CuPy stand-in simulates parameters '<dtype> <name>' "
-                                      f"with a concrete dtype only, got {part!r}")
-        out.append((np.dtype(words[0]), words[1]))
+        if words and words[0] == "raw":
+            raise NotImplementedError(f"{what}: the CuPy stand-in does not simulate 'raw' parameters ({part!r}): "
+                                      "they are indexed (x[j]), which its C subset does not read")
+        if len(words) != 2 or not words[1].isidentifier() or not words[0].isidentifier():
+            raise NotImplementedError(f"{what}: the CuPy stand-in simulates parameters '<dtype> <name>' or "
+                                      f"'<T> <name>' only, got {part!r}")
+        t = np.dtype(words[0]) if words[0] in _TYPES else words[0]
+        if isinstance(t, str) and (t in _csubset._TYPE_WORDS or t.startswith("complex")):
+            raise NotImplementedError(f"{what}: the CuPy stand-in does not simulate the parameter type {t!r}")
+        out.append((t, words[1]))
+    names = [n for _, n in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what}: a parameter name appears twice in {spec!r}")
     return out
 
 
-def _parse(src, names, what):
-    """The expression's Python AST, after checking it stays inside the C subset the stand-in reads."""
-    try:
-        tree = ast.parse(src.strip(), mode="eval").body
-    except SyntaxError:
-        raise NotImplementedError(f"{what}: the CuPy stand-in cannot evaluate {src!r}") from None
-    for node in ast.walk(tree):
-        ok = (isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Load,
-                                ast.Constant, ast.USub) + tuple(_BIN) + tuple(_CMP))
-              and not (isinstance(node, ast.Constant) and type(node.value) is not int)
-              and not (isinstance(node, ast.Compare) and len(node.ops) != 1)
-              and not (isinstance(node, ast.Call) and (not isinstance(node.func, ast.Name) or node.keywords
-                                                       or node.func.id not in _FUNCS))
-              and not (isinstance(node, ast.Name) and node.id not in names and node.id not in _FUNCS))
-        if not ok:
-            raise NotImplementedError(f"{what}: the CuPy stand-in cannot evaluate {ast.dump(node)[:60]} in "
-                                      f"{src!r} (it reads + - * /, one comparison, int literals, parameters "
-                                      f"and {', '.join(sorted(_FUNCS))})")
-    return tree
+def _placeholders(params):
+    return {t for t, _ in params if isinstance(t, str)}
 
 
-def _eval(node, env):
-    if isinstance(node, ast.Name):
-        return env[node.id]
-    if isinstance(node, ast.Constant):
-        return node.value                       # an int literal: C converts it to the other operand's type
-    if isinstance(node, ast.UnaryOp):
-        return np.negative(_eval(node.operand, env))
-    if isinstance(node, ast.BinOp):
-        return _BIN[type(node.op)](_eval(node.left, env), _eval(node.right, env))
-    if isinstance(node, ast.Compare):
-        return _CMP[type(node.ops[0])](_eval(node.left, env), _eval(node.comparators[0], env))
-    return _FUNCS[node.func.id](*(_eval(a, env) for a in node.args))
+def _scalar_dtype(a):
+    if isinstance(a, np.generic):
+        return a.dtype
+    return np.dtype(bool if type(a) is bool else int if isinstance(a, int) else float)
 
 
-def _bind(params, args, what):
-    """Host values for the parameters: device arrays of the declared dtype, or scalars cast to it."""
+def _bind(params, args, what, types=None):
+    """Host values for the parameters and the placeholders' types, as CuPy decides them: device arrays
+    (on the current device) of the declared dtype bind placeholders first, then scalars bind those still
+    free; a scalar is cast to its parameter's type. Returns (values, types, device)."""
     dev = current_device_id()
-    env = {}
-    for (dt, name), a in zip(params, args):
+    types = {} if types is None else types
+    vals = []
+    for (t, name), a in zip(params, args):
         if type(a) is ndarray:
             if a._dev != dev:
                 raise _core._device_mismatch(a._dev, dev)
-            if a.dtype != dt:
-                raise TypeError(f"Type is mismatched. {what} {name} {a.dtype} {dt}")
-            env[name] = a._a
+            want = types.setdefault(t, a.dtype) if isinstance(t, str) else t
+            if a.dtype != want:
+                raise TypeError(f"Type is mismatched. {what} {name} {a.dtype} {want}")
+            vals.append(a._a)
         elif isinstance(a, np.ndarray):
             raise TypeError(f"Unsupported type {np.ndarray} (in {what}: CuPy kernels take device arrays "
                             "and scalars, not NumPy arrays)")
         elif isinstance(a, (bool, int, float, np.generic)):
-            env[name] = dt.type(a)
+            vals.append(a)
         else:
             raise TypeError(f"Unsupported type {type(a)} (in {what})")
-    return env, dev
+    for (t, name), a in zip(params, args):
+        if isinstance(t, str) and type(a) is not ndarray:
+            types.setdefault(t, _scalar_dtype(a))
+    for i, ((t, name), a) in enumerate(zip(params, args)):
+        if type(a) is not ndarray:
+            vals[i] = np.asarray(a).astype(types[t] if isinstance(t, str) else t)
+    return vals, types, dev
+
+
+def _resolve(t, types, what):
+    if not isinstance(t, str):
+        return t
+    if t not in types:
+        raise TypeError(f"Cannot determine type of {t} (in {what})")
+    return types[t]
+
+
+def _uninitialised(shape, t):
+    """Memory no kernel wrote yet: NaN for floats, so a read of it shows."""
+    return np.full(shape, np.nan if t.kind == "f" else 0, t)
+
+
+def _write(outs, vals):
+    """Copy each result into its output buffer; a result that is (a view of) another output's buffer
+    is copied first, so the order of the writes does not matter."""
+    bufs = [o._a for o in outs]
+    vals = [np.array(v) if isinstance(v, np.ndarray) and any(np.may_share_memory(v, b) for b in bufs) else v
+            for v in vals]
+    for b, v in zip(bufs, vals):
+        np.copyto(b, v, casting="unsafe")
 
 
 class ElementwiseKernel:
-    """``cupy.ElementwiseKernel(in_params, out_params, operation, name)``: one output, ``y = expr``."""
+    """``cupy.ElementwiseKernel(in_params, out_params, operation, name)``: the body, in the C subset of
+    ``_csubset.py``, evaluated over the broadcast arguments; one or several outputs."""
 
     def __init__(self, in_params, out_params, operation, name="kernel", reduce_dims=True, preamble="",
                  no_return=False, return_tuple=False, **kwargs):
         self.name = name
         self.in_params = _params(in_params, name)
         self.out_params = _params(out_params, name)
-        if len(self.out_params) != 1 or preamble:
-            raise NotImplementedError(f"{name}: the CuPy stand-in simulates one output and no preamble")
-        stmt = operation.strip().rstrip(";")
-        target, sep, expr = stmt.partition("=")
-        if not sep or target.strip() != self.out_params[0][1] or expr.startswith("="):
-            raise NotImplementedError(f"{name}: the CuPy stand-in simulates one statement "
-                                      f"'{self.out_params[0][1]} = <expr>', got {operation!r}")
-        self.tree = _parse(expr, {n for _, n in self.in_params}, name)
+        if not self.out_params:
+            raise NotImplementedError(f"{name}: the CuPy stand-in simulates kernels with at least one output")
+        if preamble or kwargs.get("loop_prep") or kwargs.get("after_loop"):
+            raise NotImplementedError(f"{name}: the CuPy stand-in does not simulate a preamble, loop_prep or "
+                                      "after_loop (device functions and loops are outside its C subset)")
+        names = [n for _, n in self.in_params + self.out_params]
+        if "i" in names:
+            raise ValueError(f"{name}: 'i' is CuPy's element index and cannot be a parameter name")
+        self.placeholders = _placeholders(self.in_params + self.out_params)
+        unbound = _placeholders(self.out_params) - _placeholders(self.in_params)
+        self.no_return, self.return_tuple = no_return, return_tuple
+        self.operation = operation
+        self.body = _csubset.parse_body(operation, name, set(names) | {"i"}, self.placeholders,
+                                        consts={n for _, n in self.in_params} | {"i"})
+        self._unbound = unbound
 
-    def __call__(self, *args, size=None, block_size=None):
-        n_in = len(self.in_params)
-        if len(args) not in (n_in, n_in + 1):
+    def __call__(self, *args, size=None, block_size=None, shared_mem=0, stream=None):
+        n_in, n_out = len(self.in_params), len(self.out_params)
+        if len(args) not in (n_in, n_in + n_out):
             raise TypeError(f"Wrong number of arguments for {self.name!r}. It must be either {n_in} or "
-                            f"{n_in + 1} (with outputs), but given {len(args)}.")
-        env, dev = _bind(self.in_params, args[:n_in], self.name)
-        out = args[n_in] if len(args) > n_in else None
-        shape = np.broadcast_shapes(*(np.shape(v) for v in env.values() if isinstance(v, np.ndarray)))
-        dt = self.out_params[0][0]
-        if out is None:
-            out = ndarray._from_host(np.empty(shape, dt), dev)
+                            f"{n_in + n_out} (with outputs), but given {len(args)}.")
+        if size is not None:
+            raise NotImplementedError(f"{self.name}: the CuPy stand-in does not simulate size= (a kernel "
+                                      "without array arguments indexes raw arrays)")
+        ins, types, dev = _bind(self.in_params, args[:n_in], self.name)
+        outs = list(args[n_in:])
+        if outs:
+            for o in outs:
+                if type(o) is not ndarray:
+                    raise TypeError(f"{self.name}: an output must be a cupy.ndarray, got {type(o)}")
+            _bind(self.out_params, outs, self.name, types)
+        arrays = [v for v in ins if v.ndim] + [o._a for o in outs]
+        try:
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        except ValueError:
+            raise ValueError(f"{self.name}: the arguments' shapes {[a.shape for a in arrays]} do not "
+                             "broadcast") from None
+        for o in outs:
+            if o.shape != shape:
+                raise ValueError(f"Out shape is mismatched (in {self.name}: output {o.shape}, the arguments "
+                                 f"broadcast to {shape})")
+        out_types = [_resolve(t, types, self.name) for t, _ in self.out_params]
+        if not outs:
+            outs = [ndarray._from_host(np.empty(shape, t), dev) for t in out_types]
+            fresh = True
         else:
-            _bind(self.out_params, (out,), self.name)
-            if np.broadcast_shapes(shape, out.shape) != out.shape:
-                raise ValueError(f"{self.name}: out shape {out.shape} cannot take the broadcast shape {shape}")
-        tree, buf = self.tree, out._a
+            fresh = False
+        in_types = [_resolve(t, types, self.name) for t, _ in self.in_params]
 
         def run():
-            with np.errstate(all="ignore"):
-                np.copyto(buf, _eval(tree, env), casting="unsafe")
-            return out
-        return _core.kernel(run, args)
+            env, decl = {}, {}
+            for (_, n), t, v in zip(self.in_params, in_types, ins):
+                env[n], decl[n] = _csubset.Value(v, t), t
+            for (_, n), t, o in zip(self.out_params, out_types, outs):
+                env[n], decl[n] = _csubset.Value(_uninitialised(shape, t) if fresh else o._a, t), t
+            m = _csubset.Machine(self.name, self.operation, env, decl, types, shape,
+                                 index=lambda: np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape))
+            with np.errstate(all="ignore"):              # CUDA kernels never warn
+                m.run(self.body)
+                _write(outs, [env[n].a for _, n in self.out_params])
+            if self.no_return:
+                return None
+            return outs[0] if len(outs) == 1 and not self.return_tuple else tuple(outs)
+        return _core.kernel(run, args + (tuple(outs) if fresh else ()), "elementwise_kernel", self.name)
+
+
+_REDUCE = {"+": np.add, "*": np.multiply, "max": np.maximum, "fmax": np.fmax, "min": np.minimum, "fmin": np.fmin}
+_SIZES = re.compile(r"\b(_in_ind|_out_ind)\.size\(\)")
+
+
+def _reducer(tree, src, name):
+    """The NumPy ufunc of a reduce expression over ``a`` and ``b``: ``a + b``, ``a * b``, ``max(a, b)``,
+    ``min(a, b)`` (and fmax, fmin, and the ternaries ``a > b ? a : b`` / ``a < b ? a : b``)."""
+    ab = (("name", "a"), ("name", "b"))
+    if tree[0] == "bin" and tree[1] in ("+", "*") and tuple(tree[2:]) in (ab, ab[::-1]):
+        return _REDUCE[tree[1]]
+    if tree[0] == "call" and tree[1] in _REDUCE and tuple(tree[2]) in (ab, ab[::-1]):
+        return _REDUCE[tree[1]]
+    if (tree[0] == "ternary" and tree[1][0] == "bin" and tree[1][1] in (">", "<", ">=", "<=")
+            and tuple(tree[1][2:]) == tuple(tree[2:])):
+        return np.maximum if tree[1][1] in (">", ">=") else np.minimum
+    raise NotImplementedError(f"{name}: the CuPy stand-in simulates the reduce expressions 'a + b', 'a * b', "
+                              f"'max(a, b)', 'min(a, b)' (and fmax, fmin, 'a > b ? a : b'), got {src!r}")
 
 
 class ReductionKernel:
-    """``cupy.ReductionKernel``: a sum (``reduce_expr 'a + b'``, ``post_map_expr 'y = a'``, identity 0)
-    of a map expression over the parameters."""
+    """``cupy.ReductionKernel``: ``map_expr`` (the C subset of ``_csubset.py``) over the broadcast
+    arguments, reduced with ``reduce_expr`` (a sum, product, max or min) from ``identity``, then
+    ``post_map_expr`` (statements reading ``a``, and ``_in_ind.size()`` / ``_out_ind.size()``)."""
 
     def __init__(self, in_params, out_params, map_expr, reduce_expr, post_map_expr, identity, name="reduce_kernel",
                  reduce_type=None, reduce_dims=True, preamble="", options=()):
         self.name = name
         self.in_params = _params(in_params, name)
         self.out_params = _params(out_params, name)
-        out_name = self.out_params[0][1] if len(self.out_params) == 1 else None
-        if (out_name is None or reduce_expr.replace(" ", "") != "a+b" or identity.strip() != "0" or preamble
-                or post_map_expr.replace(" ", "").rstrip(";") != f"{out_name}=a"):
-            raise NotImplementedError(f"{name}: the CuPy stand-in simulates sums only (reduce_expr 'a + b', "
-                                      f"post_map_expr '{out_name} = a', identity '0', one output)")
-        self.reduce_type = np.dtype(reduce_type) if reduce_type else self.out_params[0][0]
-        self.tree = _parse(map_expr, {n for _, n in self.in_params}, name)
+        if not self.out_params:
+            raise NotImplementedError(f"{name}: the CuPy stand-in simulates reductions with an output")
+        if preamble:
+            raise NotImplementedError(f"{name}: the CuPy stand-in does not simulate a preamble")
+        self.placeholders = _placeholders(self.in_params + self.out_params) | {"_type_reduce"}
+        in_names = {n for _, n in self.in_params}
+        self.map_src = map_expr
+        self.map = _csubset.parse_expr(map_expr, name, in_names, self.placeholders)
+        self.reduce = _reducer(_csubset.parse_expr(reduce_expr, name, {"a", "b"}), reduce_expr, name)
+        self.identity = None if identity is None or not str(identity).strip() else \
+            _csubset.parse_expr(str(identity), name, set(), self.placeholders)
+        self.post_src = _SIZES.sub(lambda m: m.group(1) + "_size", post_map_expr)
+        out_names = {n for _, n in self.out_params}
+        self.post = _csubset.parse_body(self.post_src, name, out_names | {"a", "_in_ind_size", "_out_ind_size"},
+                                        self.placeholders, consts={"a", "_in_ind_size", "_out_ind_size"})
+        if reduce_type is None:
+            self.reduce_type = self.out_params[0][0]
+        elif reduce_type in _csubset._C_TYPES:
+            self.reduce_type = np.dtype(_csubset._C_TYPES[reduce_type])
+        elif reduce_type in _TYPES:
+            self.reduce_type = np.dtype(reduce_type)
+        elif reduce_type in self.placeholders:
+            self.reduce_type = reduce_type
+        else:
+            raise NotImplementedError(f"{name}: the CuPy stand-in does not simulate reduce_type {reduce_type!r}")
 
     def __call__(self, *args, out=None, axis=None, keepdims=False, stream=None):
-        env, dev = _bind(self.in_params, args[:len(self.in_params)], self.name)
         if len(args) != len(self.in_params):
             raise TypeError(f"Wrong number of arguments for {self.name!r}")
-        shape = np.broadcast_shapes(*(np.shape(v) for v in env.values() if isinstance(v, np.ndarray)))
-        dt = self.out_params[0][0]
+        ins, types, dev = _bind(self.in_params, args, self.name)
+        outs = [] if out is None else [out]
+        if len(self.out_params) != 1 and out is not None:
+            raise NotImplementedError(f"{self.name}: out= with several outputs is not simulated")
+        if out is not None:
+            if type(out) is not ndarray:
+                raise TypeError(f"{self.name}: out must be a cupy.ndarray, got {type(out)}")
+            _bind(self.out_params, outs, self.name, types)
+        shape = np.broadcast_shapes(*(v.shape for v in ins if v.ndim))
         res_shape = np.sum(np.empty(shape, np.int8), axis=axis, keepdims=keepdims).shape
+        out_types = [_resolve(t, types, self.name) for t, _ in self.out_params]
+        rt = _resolve(self.reduce_type, types, self.name)
+        types = dict(types, _type_reduce=rt)
         if out is None:
-            out = ndarray._from_host(np.empty(res_shape, dt), dev)
-        else:
-            _bind(self.out_params, (out,), self.name)
-            if out.shape != res_shape:
-                raise ValueError(f"{self.name}: out shape {out.shape}, the reduction gives {res_shape}")
-        tree, buf, rt = self.tree, out._a, self.reduce_type
+            outs = [ndarray._from_host(np.empty(res_shape, t), dev) for t in out_types]
+        elif out.shape != res_shape:
+            raise ValueError(f"{self.name}: out shape {out.shape}, the reduction gives {res_shape}")
+        in_types = [_resolve(t, types, self.name) for t, _ in self.in_params]
+        n_in = int(np.prod(shape))
+        n_out = int(np.prod(res_shape))
 
         def run():
+            env = {n: _csubset.Value(v, t) for (_, n), t, v in zip(self.in_params, in_types, ins)}
             with np.errstate(all="ignore"):
-                mapped = np.broadcast_to(np.asarray(_eval(tree, env)).astype(rt, copy=False), shape)
-                np.copyto(buf, np.add.reduce(mapped, axis=axis, keepdims=keepdims), casting="unsafe")
-            return out
-        return _core.kernel(run, args + ((out,) if out is not None else ()))
+                m = _csubset.Machine(self.name, self.map_src, env, {}, types, shape)
+                mapped = np.broadcast_to(np.asarray(m.expr(self.map).to(rt)), shape)
+                kw = {}
+                if self.identity is not None:
+                    kw["initial"] = m.expr(self.identity).to(rt)[()]
+                red = np.asarray(self.reduce.reduce(mapped, axis=axis, keepdims=keepdims, **kw)).astype(rt)
+                env = {"a": _csubset.Value(red, rt),
+                       "_in_ind_size": _csubset.Value(np.int64(n_in), np.dtype(np.int64)),
+                       "_out_ind_size": _csubset.Value(np.int64(max(n_out, 1)), np.dtype(np.int64))}
+                decl = {}
+                for (_, n), t in zip(self.out_params, out_types):
+                    env[n], decl[n] = _csubset.Value(_uninitialised(res_shape, t), t), t
+                _csubset.Machine(self.name, self.post_src, env, decl, types, res_shape).run(self.post)
+                _write(outs, [env[n].a for _, n in self.out_params])
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        return _core.kernel(run, args + tuple(outs), "reduction_kernel", self.name)
 
 
 # -- stream capture --------------------------------------------------------------------------------------
