@@ -1,9 +1,298 @@
-"""Fused kernels: the LSTM / GRU / RNN cells, forward and backward per time step. See backends/kernels/__init__.py for the contract."""
+"""Fused kernels: the LSTM / GRU / RNN cells, forward and backward per time step. See backends/kernels/__init__.py for the contract.
+
+Each method is one time step of one layer and direction: the recurrent product (``h @ W_hh^T`` forward,
+``dgates @ W_hh`` backward) and the cell's elementwise work around it. The NumPy implementation works in
+place on the caller's per-sequence buffers (the CPU path nn/layers/rnn.py had before, moved here
+unchanged, MKL's packed product included); the CuPy one makes one cuBLAS product and one
+ElementwiseKernel per step each way (the cell as one kernel, as Chainer's LSTM does), where CuPy's
+ufuncs made ~13 launches forward and ~19 backward per LSTM step.
+
+Arguments the layer has none of (no incoming gradient for h_n, c_n or the outputs) are passed as the
+number 0, which both implementations broadcast; nothing a method reads is written.
+
+Gate slices: a (B, k*H) gate array is passed to a CuPy kernel as k strided (B, H) views. No input may
+share memory with an output (CuPy would copy the input first: a launch), so the products' results and
+the running gradients are fresh arrays, never the buffers the kernels write.
+"""
+import re
 
 
 class NumpyRNN:
-    """NumPy implementations (mixed into NumpyBackend)."""
+    """NumPy implementations (mixed into NumpyBackend). Written against ``self.xp``: CupyRNN falls back
+    to them for the dtypes its kernels are not built for (float16)."""
+
+    # -- LSTM (gates i, f, g, o) -----------------------------------------------------------------------
+    def lstm_step_forward(self, h, w, gx, c, gates, c_out, tc_out, h_out):
+        """One LSTM step: a = gx + h @ W_hh^T with ``w = pack_matmul(W_hh^T, rows)``; gates <- (sigmoid(a_i),
+        sigmoid(a_f), tanh(a_g), sigmoid(a_o)); c_out <- f * c + i * g; tc_out <- tanh(c_out);
+        h_out <- o * tc_out. The same values as the unfused ops (nn/layers/rnn.py's _lstm_forward).
+        h, c (B, H); gx, gates (B, 4H); the outputs are written, gates in place of the product."""
+        xp, H = self.xp, h.shape[-1]
+        a = gates
+        self.matmul_packed(h, w, H, 4 * H, out=a)
+        a += gx
+        g = xp.tanh(a[:, 2 * H:3 * H])
+        a *= 0.5                              # sigmoid = tanh(a/2)/2 + 1/2 in place on the whole contiguous
+        xp.tanh(a, out=a)                     # row (no overflow to silence); g's slot rewritten after: 2x
+        a *= 0.5                              # faster than three strided slices
+        a += 0.5
+        a[:, 2 * H:3 * H] = g
+        xp.multiply(a[:, H:2 * H], c, out=c_out)
+        c_out += a[:, :H] * a[:, 2 * H:3 * H]
+        xp.tanh(c_out, out=tc_out)
+        xp.multiply(a[:, 3 * H:], tc_out, out=h_out)
+
+    def lstm_step_backward(self, dh, dout, dc, gates, tc, c_prev, w, da):
+        """The LSTM step's backward: with dh_t = dh + dout (the gradient reaching h_t from the next step
+        and from the output) and dc_t = dc + dh_t * o * (1 - tc^2), da <- (dc_t g i (1-i), dc_t c_prev f (1-f),
+        dc_t i (1-g^2), dh_t tc o (1-o)); returns (da @ W_hh, dc_t * f), the gradients of h_{t-1} and
+        c_{t-1}. ``w = pack_matmul(W_hh, rows)``; gates, tc as lstm_step_forward wrote them; dh, dout, dc
+        arrays or 0. The same values as the unfused ops (nn/layers/rnn.py's _lstm_backward)."""
+        xp, H = self.xp, tc.shape[-1]
+        a = gates
+        i, f, g, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
+        dh = dh + dout
+        u = tc * tc
+        xp.subtract(1, u, out=u)
+        u *= o
+        u *= dh
+        u += dc
+        dc = u                                              # ours: updated in place below
+        xp.multiply(dc, g, out=da[:, :H])
+        xp.multiply(dc, c_prev, out=da[:, H:2 * H])
+        xp.multiply(dc, i, out=da[:, 2 * H:3 * H])
+        xp.multiply(dh, tc, out=da[:, 3 * H:])
+        d = 1 - a                                           # sigmoid' = s (1 - s), on whole rows; then
+        d *= a                                              # g's slot: tanh' = 1 - g^2
+        dg = d[:, 2 * H:3 * H]
+        xp.multiply(g, g, out=dg)
+        xp.subtract(1, dg, out=dg)
+        da *= d
+        dc *= f
+        return self.matmul_packed(da, w, 4 * H, H), dc
+
+    # -- Elman RNN (tanh or relu) ----------------------------------------------------------------------
+    def rnn_step_forward(self, h, w, gx, h_out, relu):
+        """One Elman step: h_out <- act(gx + h @ W_hh^T), act relu if ``relu`` else tanh; ``w =
+        pack_matmul(W_hh^T, rows)``. The same values as the unfused ops (nn/layers/rnn.py's _rnn_forward)."""
+        H = h.shape[-1]
+        self.matmul_packed(h, w, H, H, out=h_out)
+        h_out += gx
+        if relu:
+            self.xp.maximum(h_out, 0, out=h_out)
+        else:
+            self.xp.tanh(h_out, out=h_out)
+
+    def rnn_step_backward(self, dh, dout, h, w, da, relu):
+        """The Elman step's backward: da <- (dh + dout) * act'(h) (1 - h^2 for tanh, h > 0 for relu, h the
+        step's output); returns da @ W_hh, the gradient of h_{t-1}. ``w = pack_matmul(W_hh, rows)``; dh,
+        dout arrays or 0. The same values as the unfused ops (nn/layers/rnn.py's _rnn_backward)."""
+        xp, H = self.xp, h.shape[-1]
+        if relu:
+            xp.greater(h, 0, out=da)
+        else:
+            xp.multiply(h, h, out=da)
+            xp.subtract(1, da, out=da)
+        da *= dh + dout
+        return self.matmul_packed(da, w, H, H)
+
+    # -- GRU (gates r, z, n) ---------------------------------------------------------------------------
+    def gru_step_forward(self, h, w, b, gx, gates, h_out):
+        """One GRU step: gh = h @ W_hh^T + b_hh (``w = pack_matmul(W_hh^T, rows)``, b (3H,) or 0);
+        r, z = sigmoid(gx_rz + gh_rz), n = tanh(gx_n + r * gh_n), h_out <- n + z * (h - n);
+        gates (B, 4H) <- (r, z, n, gh_n), what the backward reads. The same values as the unfused ops
+        (nn/layers/rnn.py's _gru_forward)."""
+        xp, H = self.xp, h.shape[-1]
+        gh = self.matmul_packed(h, w, H, 3 * H)
+        gh += b
+        s = gates
+        xp.add(gx[:, :2 * H], gh[:, :2 * H], out=s[:, :2 * H])
+        rz = s[:, :2 * H]
+        rz *= 0.5                                           # sigmoid = tanh(a/2)/2 + 1/2, in place
+        xp.tanh(rz, out=rz)
+        rz *= 0.5
+        rz += 0.5
+        r, z, n, ghn = s[:, :H], s[:, H:2 * H], s[:, 2 * H:3 * H], s[:, 3 * H:]
+        ghn[...] = gh[:, 2 * H:]
+        xp.multiply(r, ghn, out=n)
+        n += gx[:, 2 * H:]
+        xp.tanh(n, out=n)
+        xp.subtract(h, n, out=h_out)
+        h_out *= z
+        h_out += n
+
+    def gru_step_backward(self, dh, dout, dhz, gates, h, w, dgx, dgh):
+        """The GRU step's backward: with dh_t = dh + dhz + dout (dhz: the previous call's z * dh_t, the
+        direct path h_{t-1} -> h_t), dn = dh_t (1-z)(1-n^2), dr = dn gh_n r (1-r), dz = dh_t (h-n) z (1-z):
+        dgx <- (dr, dz, dn), dgh <- (dr, dz, dn r); returns (dgh @ W_hh, dh_t * z): the gradient of h_{t-1}
+        is their sum. h is h_{t-1}; ``w = pack_matmul(W_hh, rows)``; dh, dout, dhz arrays or 0. The same
+        values as the unfused ops (nn/layers/rnn.py's _gru_backward)."""
+        xp, H = self.xp, h.shape[-1]
+        r, z, n, ghn = gates[:, :H], gates[:, H:2 * H], gates[:, 2 * H:3 * H], gates[:, 3 * H:]
+        dh = dh + dhz
+        dh = dh + dout
+        dr, dz, dn = dgx[:, :H], dgx[:, H:2 * H], dgx[:, 2 * H:]
+        xp.multiply(n, n, out=dn)                           # dn = dh (1 - z)(1 - n^2)
+        xp.subtract(1, dn, out=dn)
+        dn *= dh
+        dn -= dn * z
+        xp.subtract(1, r, out=dr)                           # dr = dn ghn r (1 - r)
+        dr *= r
+        dr *= ghn
+        dr *= dn
+        xp.subtract(1, z, out=dz)                           # dz = dh (h - n) z (1 - z)
+        dz *= z
+        dz *= h - n
+        dz *= dh
+        dgh[:, :2 * H] = dgx[:, :2 * H]
+        xp.multiply(dn, r, out=dgh[:, 2 * H:])
+        return self.matmul_packed(dgh, w, 3 * H, H), dh * z
+
+
+# CUDA C of the cells, one thread per (row, unit). Gate inputs and outputs are (B, H) views of the gate
+# arrays; every intermediate is a local (an output parameter is a reference into global memory).
+_LSTM_FWD = ("T xi, T xf, T xg, T xo, T hi, T hf, T hg, T ho, T c_prev",
+             "T gi, T gf, T gg, T go, T c, T tc, T h",
+             """
+             T si = 1 / (1 + exp(-(xi + hi)));
+             T sf = 1 / (1 + exp(-(xf + hf)));
+             T sg = tanh(xg + hg);
+             T so = 1 / (1 + exp(-(xo + ho)));
+             T cn = sf * c_prev + si * sg;
+             T tn = tanh(cn);
+             gi = si;
+             gf = sf;
+             gg = sg;
+             go = so;
+             c = cn;
+             tc = tn;
+             h = so * tn;
+             """, "ag_lstm_fwd")
+_LSTM_BWD = ("T dh_in, T dout, T dc_in, T gi, T gf, T gg, T go, T tc, T c_prev",
+             "T di, T df, T dg, T d_o, T dc_prev",
+             """
+             T dh = dh_in + dout;
+             T dc = dc_in + dh * go * (1 - tc * tc);
+             di = dc * gg * gi * (1 - gi);
+             df = dc * c_prev * gf * (1 - gf);
+             dg = dc * gi * (1 - gg * gg);
+             d_o = dh * tc * go * (1 - go);
+             dc_prev = dc * gf;
+             """, "ag_lstm_bwd")
+_RNN_FWD = {False: ("T x, T hw", "T h", "h = tanh(x + hw);", "ag_rnn_tanh_fwd"),
+            True: ("T x, T hw", "T h", "T a = x + hw; h = a < 0 ? 0 : a;", "ag_rnn_relu_fwd")}  # NaN stays
+_RNN_BWD = {False: ("T dh, T dout, T h", "T da", "da = (dh + dout) * (1 - h * h);", "ag_rnn_tanh_bwd"),
+            True: ("T dh, T dout, T h", "T da", "da = (dh + dout) * (h > 0);", "ag_rnn_relu_bwd")}
+_GRU_FWD = ("T xr, T xz, T xn, T hr, T hz, T hn, T br, T bz, T bn, T h_prev",
+            "T gr, T gz, T gn, T ghn, T h",
+            """
+            T r = 1 / (1 + exp(-(xr + hr + br)));
+            T z = 1 / (1 + exp(-(xz + hz + bz)));
+            T g = hn + bn;
+            T n = tanh(xn + r * g);
+            gr = r;
+            gz = z;
+            gn = n;
+            ghn = g;
+            h = n + z * (h_prev - n);
+            """, "ag_gru_fwd")
+_GRU_BWD = ("T dh_in, T dout, T dhz_in, T r, T z, T n, T ghn, T h_prev",
+            "T dxr, T dxz, T dxn, T dhr, T dhz, T dhn, T dhz_out",
+            """
+            T dh = dh_in + dhz_in + dout;
+            T dn = dh * (1 - z) * (1 - n * n);
+            T dr = dn * ghn * r * (1 - r);
+            T dz = dh * (h_prev - n) * z * (1 - z);
+            dxr = dr;
+            dxz = dz;
+            dxn = dn;
+            dhr = dr;
+            dhz = dz;
+            dhn = dn * r;
+            dhz_out = dh * z;
+            """, "ag_gru_bwd")
+
+_kernels = {}                   # (CuPy module, source, dtype) -> its ElementwiseKernel, built on first use
+_C_TYPES = {"float32": "float", "float64": "double"}
+
+
+def _kernel(xp, spec, dtype):
+    """The ElementwiseKernel of ``spec`` (in_params, out_params, body, name; ``T`` the element type) for
+    float32 or float64: concrete types in the parameters, the C type in the body's declarations."""
+    key = (xp, spec, dtype.name)
+    k = _kernels.get(key)
+    if k is None:
+        ins, outs, body, name = spec
+        k = _kernels[key] = xp.ElementwiseKernel(_typed(ins, dtype.name), _typed(outs, dtype.name),
+                                                 _typed(body, _C_TYPES[dtype.name]), f"{name}_{dtype.name}")
+    return k
+
+
+def _typed(src, t):
+    return re.sub(r"\bT\b", t, src)
+
+
+def _split(a, k):
+    """The k (B, H) gate views of a (B, k*H) array."""
+    B, H = a.shape[0], a.shape[-1] // k
+    a = a.reshape(B, k, H)
+    return [a[:, j] for j in range(k)]
+
+
+def _fused(*arrays):
+    """Whether the CUDA kernels take these arrays: float32 or float64, all of one dtype (else the NumPy
+    implementations run on CuPy's ufuncs: float16, mixed dtypes)."""
+    dt = arrays[0].dtype
+    return dt.char in "fd" and all(a.dtype == dt for a in arrays[1:] if not isinstance(a, (int, float)))
 
 
 class CupyRNN:
-    """CuPy implementations (mixed into CupyBackend): kernels built once per dtype and cached."""
+    """CuPy implementations (mixed into CupyBackend): per step one cuBLAS product and one cached
+    ElementwiseKernel each way (float32, float64; other dtypes take NumpyRNN's ufunc path)."""
+
+    def lstm_step_forward(self, h, w, gx, c, gates, c_out, tc_out, h_out):
+        if not _fused(h, w, gx, c, gates):
+            return NumpyRNN.lstm_step_forward(self, h, w, gx, c, gates, c_out, tc_out, h_out)
+        with self._cuda_device:
+            hw = self.matmul(h, w)
+            _kernel(self.xp, _LSTM_FWD, gates.dtype)(*_split(gx, 4), *_split(hw, 4), c, *_split(gates, 4), c_out,
+                                                     tc_out, h_out)
+
+    def lstm_step_backward(self, dh, dout, dc, gates, tc, c_prev, w, da):
+        if not _fused(gates, w, tc, c_prev, da, dh, dout, dc):
+            return NumpyRNN.lstm_step_backward(self, dh, dout, dc, gates, tc, c_prev, w, da)
+        with self._cuda_device:
+            dc_prev = self.xp.empty_like(tc)
+            _kernel(self.xp, _LSTM_BWD, gates.dtype)(dh, dout, dc, *_split(gates, 4), tc, c_prev, *_split(da, 4),
+                                                     dc_prev)
+            return self.matmul(da, w), dc_prev
+
+    def rnn_step_forward(self, h, w, gx, h_out, relu):
+        if not _fused(h, w, gx, h_out):
+            return NumpyRNN.rnn_step_forward(self, h, w, gx, h_out, relu)
+        with self._cuda_device:
+            _kernel(self.xp, _RNN_FWD[bool(relu)], h.dtype)(gx, self.matmul(h, w), h_out)
+
+    def rnn_step_backward(self, dh, dout, h, w, da, relu):
+        if not _fused(h, w, da, dh, dout):
+            return NumpyRNN.rnn_step_backward(self, dh, dout, h, w, da, relu)
+        with self._cuda_device:
+            _kernel(self.xp, _RNN_BWD[bool(relu)], h.dtype)(dh, dout, h, da)
+            return self.matmul(da, w)
+
+    def gru_step_forward(self, h, w, b, gx, gates, h_out):
+        if not _fused(h, w, gx, gates, h_out, b):
+            return NumpyRNN.gru_step_forward(self, h, w, b, gx, gates, h_out)
+        with self._cuda_device:
+            hw = self.matmul(h, w)
+            bs = [b] * 3 if isinstance(b, (int, float)) else list(b.reshape(3, -1))
+            _kernel(self.xp, _GRU_FWD, gates.dtype)(*_split(gx, 3), *_split(hw, 3), *bs, h, *_split(gates, 4), h_out)
+
+    def gru_step_backward(self, dh, dout, dhz, gates, h, w, dgx, dgh):
+        if not _fused(gates, w, h, dgx, dgh, dh, dout, dhz):
+            return NumpyRNN.gru_step_backward(self, dh, dout, dhz, gates, h, w, dgx, dgh)
+        with self._cuda_device:
+            dhz_out = self.xp.empty_like(h)
+            _kernel(self.xp, _GRU_BWD, gates.dtype)(dh, dout, dhz, *_split(gates, 4), h, *_split(dgx, 3),
+                                                    *_split(dgh, 3), dhz_out)
+            return self.matmul(dgh, w), dhz_out

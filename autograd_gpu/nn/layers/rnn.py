@@ -3,13 +3,13 @@ RNN, LSTM, GRU and their single-step cells RNNCell, LSTMCell, GRUCell.
 
 How a layer runs: the input projection of every time step is one matmul up front (x @ W_ih^T + b);
 then one node per layer and direction (_Recurrence) runs the time loop on the backend's arrays, one
-matmul for all gates per step and a few elementwise calls, and its backward runs backpropagation
-through time the same way, with the weight gradient as one matmul over all steps. A node per
-sequence instead of ~15 per step is what makes the Python loop cheap (the engine's per-op cost is
-several microseconds). The step maths is written once, against a small namespace (_Arrays or
-_Tensors): when backward must itself be differentiable (create_graph=True) it reruns the same
-maths on Tensors, so second derivatives work. The LSTM's array path is written a second time for
-speed (buffers allocated once, in-place updates); the tests hold both to PyTorch."""
+backend call per step (backends/kernels/rnn.py: the product for all gates and the cell, fused into one
+kernel on CUDA), and its backward runs backpropagation through time the same way, with the weight
+gradient as one matmul over all steps. A node per sequence instead of ~15 per step is what makes the
+Python loop cheap (the engine's per-op cost is several microseconds). The step maths is also written
+once as reference, against a small namespace (_Arrays or _Tensors): when backward must itself be
+differentiable (create_graph=True) it reruns that maths on Tensors, so second derivatives work; the
+tests hold the fused path to it and both to PyTorch."""
 import math
 import sys
 import threading
@@ -34,7 +34,7 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 # --------------------------------------------------------------------------- the two namespaces
 class _Arrays:
-    """The step maths on one backend's arrays (first-order backward: no graph is recorded)."""
+    """The step maths on one backend's arrays: the unfused reference the tests hold the fused steps to."""
 
     def __init__(self, backend):
         self.b, self.xp = backend, backend.xp
@@ -193,18 +193,13 @@ def _gru_backward(L, mode, rec, steps, dout, dh, dc, w_hh):
     return dgx, dgh, dh, None
 
 
-# The LSTM's array path once more, written for speed (the benchmarked layer): every per-sequence array is
-# allocated once and written in place (activations, cells, outputs, gate gradients), so a step makes no
-# allocation of (B, 4H) floats (glibc serves those with mmap: page faults each time), the sigmoid is
-# tanh(a/2)/2 + 1/2 in place on whole rows (no overflow to silence), and the weight gradient needs no stacked copy of
-# the previous hidden states. _lstm_forward/_lstm_backward above stay the reference (and the Tensor path).
-def _sigmoid_(xp, a):
-    a *= 0.5
-    xp.tanh(a, out=a)
-    a *= 0.5
-    a += 0.5
-
-
+# The array paths (first-order backward, no graph recorded): every per-sequence array is allocated once (gate
+# activations, cells, outputs, gate gradients) and each time step is one backend call each way
+# (backends/kernels/rnn.py): on the CPU the product (MKL's packed format) and in-place NumPy work, so a step
+# makes no allocation of (B, 4H) floats (glibc serves those with mmap: page faults each time); on CUDA one
+# cuBLAS product and one fused cell kernel. The weight gradient is one product over all steps after the
+# loop, reading h_{t-1} from the outputs. _lstm_forward/_lstm_backward and the others above stay the
+# reference (and the Tensor path of create_graph=True).
 class _Recycled:
     """Work arrays of the LSTM's fast path handed out again once nothing but this list refers to them (no
     tensor, view or saved context: CPython's reference count says so), on the CPU only. A fresh array's
@@ -243,70 +238,88 @@ _FREE = (lambda arrays: _refs(arrays, 0))([object()])   # an item only its list 
 _recycled = _Recycled()
 
 
+
+def _packed(backend, w, rows, dtype):
+    """w prepared for ``matmul_packed`` at every step: packed once, where it has the other operand's dtype
+    (a matrix packed in one dtype takes no other: mixed dtypes promote, unpacked)."""
+    return backend.pack_matmul(w, rows) if w.dtype == dtype else w
+
+
+def _weight_grad(backend, D, OUT, h0, steps):
+    """sum over steps of D_t^T h_{t-1}: the recurrent weight's gradient, h_{t-1} read from the outputs."""
+    first, G, H = steps[0], D.shape[-1], h0.shape[-1]
+    dw = backend.matmul(D[first].T, h0)
+    if len(steps) > 1:
+        rest, prev = (D[1:], OUT[:-1]) if first == 0 else (D[:-1], OUT[1:])
+        dw += backend.matmul(rest.reshape(-1, G).T, prev.reshape(-1, H))
+    return dw
+
+
 def _lstm_forward_fast(backend, gx, h, c, w_hh, steps):
     xp, (T, B, G), H = backend.xp, gx.shape, h.shape[-1]
-    wt = xp.ascontiguousarray(w_hh.T)
-    if h.dtype == gx.dtype == wt.dtype:       # the same product every step: packed once (a matrix packed in
-        wt = backend.pack_matmul(wt, B)       # one dtype takes no other: mixed dtypes promote, unpacked)
+    wt = _packed(backend, xp.ascontiguousarray(w_hh.T), B, h.dtype if h.dtype == gx.dtype else None)
     A, C = _recycled.empty(backend, (T, B, G), gx.dtype), _recycled.empty(backend, (T, B, H), gx.dtype)
     TC, OUT = _recycled.empty(backend, (T, B, H), gx.dtype), _recycled.empty(backend, (T, B, H), gx.dtype)
     for t in steps:
-        a = A[t]
-        backend.matmul_packed(h, wt, H, G, out=a)
-        a += gx[t]
-        g = xp.tanh(a[:, 2 * H:3 * H])
-        _sigmoid_(xp, a)                      # on the whole contiguous row, g's slot rewritten after: 2x
-        a[:, 2 * H:3 * H] = g                 # faster than three strided slices
-        c_t = C[t]
-        xp.multiply(a[:, H:2 * H], c, out=c_t)
-        c_t += a[:, :H] * a[:, 2 * H:3 * H]
-        xp.tanh(c_t, out=TC[t])
-        xp.multiply(a[:, 3 * H:], TC[t], out=OUT[t])
-        h, c = OUT[t], c_t
-    return OUT, h.copy(), c.copy(), (A, C, TC, OUT)
+        backend.lstm_step_forward(h, wt, gx[t], c, A[t], C[t], TC[t], OUT[t])
+        h, c = OUT[t], C[t]
+    return OUT, h.copy(), c, (A, C, TC, OUT)      # c_n: the last step's cell, which no step reads back
 
 
 def _lstm_backward_fast(backend, rec, steps, h0, c0, w_hh, dout, dh, dc, need_w):
-    xp, (A, C, TC, OUT) = backend.xp, rec
-    H = h0.shape[-1]
+    A, C, TC, OUT = rec
     DA = _recycled.empty(backend, A.shape, A.dtype)
-    dh = xp.zeros_like(h0) if dh is None else dh.copy()     # updated in place below
-    G = A.shape[-1]
-    # dh = da @ w_hh every step: packed once, where da (the gates' dtype) has w_hh's dtype (else it promotes)
-    w_packed = backend.pack_matmul(w_hh, h0.shape[0]) if w_hh.dtype == A.dtype else w_hh
-    dc = xp.zeros_like(c0) if dc is None else dc.copy()
+    w = _packed(backend, w_hh, h0.shape[0], A.dtype)       # dh = da @ w_hh every step
+    dh, dc = 0 if dh is None else dh, 0 if dc is None else dc
     for k in range(len(steps) - 1, -1, -1):
         t = steps[k]
-        a, tc, da = A[t], TC[t], DA[t]
-        i, f, g, o = a[:, :H], a[:, H:2 * H], a[:, 2 * H:3 * H], a[:, 3 * H:]
-        c_prev = C[steps[k - 1]] if k else c0
-        if dout is not None:
-            dh += dout[t]
-        u = tc * tc
-        xp.subtract(1, u, out=u)
-        u *= o
-        u *= dh
-        dc += u
-        xp.multiply(dc, g, out=da[:, :H])
-        xp.multiply(dc, c_prev, out=da[:, H:2 * H])
-        xp.multiply(dc, i, out=da[:, 2 * H:3 * H])
-        xp.multiply(dh, tc, out=da[:, 3 * H:])
-        d = 1 - a                                           # sigmoid' = s (1 - s), on whole rows; then
-        d *= a                                              # g's slot: tanh' = 1 - g^2
-        dg = d[:, 2 * H:3 * H]
-        xp.multiply(g, g, out=dg)
-        xp.subtract(1, dg, out=dg)
-        da *= d
-        dc *= f
-        dh = backend.matmul_packed(da, w_packed, G, H)
-    dw = None
-    if need_w:                                              # sum_t dgates_t^T h_{t-1}, h_{t-1} read from OUT
-        first, G = steps[0], A.shape[-1]
-        dw = backend.matmul(DA[first].T, h0)
-        if len(steps) > 1:
-            rest, prev = (DA[1:], OUT[:-1]) if first == 0 else (DA[:-1], OUT[1:])
-            dw += backend.matmul(rest.reshape(-1, G).T, prev.reshape(-1, H))
-    return DA, dh, dc, dw
+        dh, dc = backend.lstm_step_backward(dh, 0 if dout is None else dout[t], dc, A[t], TC[t],
+                                            C[steps[k - 1]] if k else c0, w, DA[t])
+    return DA, dh, dc, _weight_grad(backend, DA, OUT, h0, steps) if need_w else None
+
+
+def _rnn_forward_fast(backend, mode, gx, h, w_hh, steps):
+    xp, (T, B, H) = backend.xp, gx.shape
+    wt = _packed(backend, xp.ascontiguousarray(w_hh.T), B, h.dtype if h.dtype == gx.dtype else None)
+    OUT, relu = _recycled.empty(backend, (T, B, H), gx.dtype), mode == "RNN_RELU"
+    for t in steps:
+        backend.rnn_step_forward(h, wt, gx[t], OUT[t], relu)
+        h = OUT[t]
+    return OUT, h.copy(), None, (OUT,)           # h_n a copy: an in-place edit of it must not change the output
+
+
+def _rnn_backward_fast(backend, mode, rec, steps, h0, w_hh, dout, dh, need_w):
+    OUT, = rec
+    DA, relu = _recycled.empty(backend, OUT.shape, OUT.dtype), mode == "RNN_RELU"
+    w, dh = _packed(backend, w_hh, h0.shape[0], OUT.dtype), 0 if dh is None else dh
+    for k in range(len(steps) - 1, -1, -1):
+        t = steps[k]
+        dh = backend.rnn_step_backward(dh, 0 if dout is None else dout[t], OUT[t], w, DA[t], relu)
+    return DA, dh, _weight_grad(backend, DA, OUT, h0, steps) if need_w else None
+
+
+def _gru_forward_fast(backend, gx, h, w_hh, b_hh, steps):
+    xp, (T, B, G), H = backend.xp, gx.shape, h.shape[-1]
+    wt = _packed(backend, xp.ascontiguousarray(w_hh.T), B, h.dtype if h.dtype == gx.dtype else None)
+    S = _recycled.empty(backend, (T, B, 4 * H), gx.dtype)            # r, z, n, W_hn h + b_hn per step
+    OUT, b = _recycled.empty(backend, (T, B, H), gx.dtype), 0 if b_hh is None else b_hh
+    for t in steps:
+        backend.gru_step_forward(h, wt, b, gx[t], S[t], OUT[t])
+        h = OUT[t]
+    return OUT, h.copy(), None, (S, OUT)
+
+
+def _gru_backward_fast(backend, rec, steps, h0, w_hh, dout, dh, need_w, need_b):
+    S, OUT = rec
+    DGX, DGH = (_recycled.empty(backend, (*OUT.shape[:2], 3 * OUT.shape[-1]), OUT.dtype) for _ in range(2))
+    w, dh, dhz = _packed(backend, w_hh, h0.shape[0], OUT.dtype), 0 if dh is None else dh, 0
+    for k in range(len(steps) - 1, -1, -1):
+        t = steps[k]
+        dh, dhz = backend.gru_step_backward(dh, 0 if dout is None else dout[t], dhz, S[t],
+                                            OUT[steps[k - 1]] if k else h0, w, DGX[t], DGH[t])
+    dw = _weight_grad(backend, DGH, OUT, h0, steps) if need_w else None
+    db = DGH.reshape(-1, DGH.shape[-1]).sum(0) if need_b else None
+    return DGX, dh + dhz, dw, db
 
 
 _STEP = {"RNN_TANH": (_rnn_forward, _rnn_backward), "RNN_RELU": (_rnn_forward, _rnn_backward),
@@ -320,46 +333,53 @@ class _Recurrence(Function):
     # vmap: once per example. A rule could fold the vmap dims into B when only gx and h0/c0 are batched;
     # per-example weights (vmap over an ensemble) could not, and nothing batches an RNN under vmap yet.
     batch_rule = batching.loop
+    materialize_grads = False     # an unused output (h_n, c_n, the outputs) reaches backward as None: no zeros made
 
     @staticmethod
     def forward(ctx, mode, gx, h0, c0, w_hh, b_hh, reverse):
         T = gx.shape[0]                                     # > 0: the layers refuse empty sequences
         ctx.mode, ctx.steps = mode, range(T - 1, -1, -1) if reverse else range(T)
-        backend = ctx.device.backend
+        backend, steps = ctx.device.backend, ctx.steps
         if mode == "LSTM":
-            out, h, c, ctx.rec = _lstm_forward_fast(backend, gx.data, h0.data, c0.data, w_hh.data, ctx.steps)
-            out = ctx.wrap(out)
-            ctx.save_for_backward(gx, h0, c0, w_hh, b_hh, out)   # backward reads h_{t-1} from out: an in-place
-            return out, ctx.wrap(h), ctx.wrap(c)                  # edit of it must be refused, not used
-        ctx.save_for_backward(gx, h0, c0, w_hh, b_hh)
-        outs, h, _, ctx.rec = _STEP[mode][0](_Arrays(backend), mode, gx.data, h0.data, None, w_hh.data,
-                                             None if b_hh is None else b_hh.data, ctx.steps)
-        return ctx.wrap(_Arrays(backend).stack(outs)), ctx.wrap(h.copy())   # h_n: not a view of the output
+            out, h, c, ctx.rec = _lstm_forward_fast(backend, gx.data, h0.data, c0.data, w_hh.data, steps)
+        elif mode == "GRU":
+            out, h, c, ctx.rec = _gru_forward_fast(backend, gx.data, h0.data, w_hh.data,
+                                                   None if b_hh is None else b_hh.data, steps)
+        else:
+            out, h, c, ctx.rec = _rnn_forward_fast(backend, mode, gx.data, h0.data, w_hh.data, steps)
+        out = ctx.wrap(out)
+        ctx.save_for_backward(gx, h0, c0, w_hh, b_hh, out)   # backward reads h_{t-1} from out: an in-place
+        return (out, ctx.wrap(h)) + ((ctx.wrap(c),) if mode == "LSTM" else ())   # edit of it is refused
 
     @staticmethod
     def backward(ctx, dout, dh, dc=None):
         gx, h0, c0, w_hh, b_hh = ctx.saved_tensors[:5]
-        mode, steps = ctx.mode, ctx.steps
-        forward, back = _STEP[mode]
-        if state.enabled:         # create_graph: redo the forward on Tensors so the gradient is differentiable
-            L, w = _Tensors, w_hh
-            rec = forward(L, mode, gx, h0, c0, w_hh, b_hh, steps)[3]
-        else:
+        mode, steps, need = ctx.mode, ctx.steps, ctx.needs_input_grad
+        if not state.enabled:     # no graph recorded: the array path, one backend call per step
             backend = ctx.device.backend
-            L, w, rec = _Arrays(backend), w_hh.data, ctx.rec
             dout, dh, dc = (None if g is None else g.data for g in (dout, dh, dc))
+            db = dc_0 = None
             if mode == "LSTM":
-                grads = _lstm_backward_fast(backend, rec, steps, h0.data, c0.data, w, dout, dh, dc,
-                                            ctx.needs_input_grad[4])
-                return (None,) + tuple(ctx.wrap(g) if g is not None and n else None
-                                       for g, n in zip(grads, ctx.needs_input_grad[1:5])) + (None, None)
-        dh = L.zeros_like(h0 if L is _Tensors else h0.data) if dh is None else dh
+                dgx, dh, dc_0, dw = _lstm_backward_fast(backend, ctx.rec, steps, h0.data, c0.data, w_hh.data,
+                                                        dout, dh, dc, need[4])
+            elif mode == "GRU":
+                dgx, dh, dw, db = _gru_backward_fast(backend, ctx.rec, steps, h0.data, w_hh.data, dout, dh,
+                                                     need[4], b_hh is not None and need[5])
+            else:
+                dgx, dh, dw = _rnn_backward_fast(backend, mode, ctx.rec, steps, h0.data, w_hh.data, dout, dh,
+                                                 need[4])
+            return (None,) + tuple(ctx.wrap(g) if g is not None and n else None
+                                   for g, n in zip((dgx, dh, dc_0, dw, db), need[1:6])) + (None,)
+        # create_graph: redo the forward on Tensors so the gradient is differentiable
+        L = _Tensors
+        forward, back = _STEP[mode]
+        rec = forward(L, mode, gx, h0, c0, w_hh, b_hh, steps)[3]
+        dh = L.zeros_like(h0) if dh is None else dh
         if c0 is not None and dc is None:
-            dc = L.zeros_like(c0 if L is _Tensors else c0.data)
-        dgx, dgh, dh, dc = back(L, mode, rec, steps, dout, dh, dc, w)
+            dc = L.zeros_like(c0)
+        dgx, dgh, dh, dc = back(L, mode, rec, steps, dout, dh, dc, w_hh)
         dgx_all = L.stack(dgx)
         dgh_all = dgx_all if dgh is dgx else L.stack(dgh)
-        need = ctx.needs_input_grad
         dw = db = None
         if need[4]:                             # sum over steps of dgates_t^T @ h_{t-1}: one matmul
             hp = [None] * len(steps)
@@ -370,10 +390,7 @@ class _Recurrence(Function):
         if b_hh is not None and need[5]:
             db = dgh_all.reshape(-1, dgh_all.shape[-1]).sum(0)
         grads = (dgx_all, dh, dc, dw, db)
-        if L is not _Tensors:
-            grads = tuple(None if g is None else ctx.wrap(g) for g in grads)
-        grads = tuple(g if n else None for g, n in zip(grads, need[1:6]))
-        return (None,) + grads + (None,)
+        return (None,) + tuple(g if n else None for g, n in zip(grads, need[1:6])) + (None,)
 
 
 # --------------------------------------------------------------------------- checks
