@@ -462,3 +462,87 @@ def test_capture_refuses_the_null_stream_and_random_draws():
     with pytest.raises(NotImplementedError, match="cuRAND"):
         cp.random.RandomState(0).random_sample((3,))
     s.end_capture()
+
+
+# -- count_launches: what CuPy would launch ----------------------------------------------------------------
+def _launches(fn):
+    with cupy_standin.count_launches() as log:
+        fn()
+    return log
+
+
+@pytest.mark.parametrize("call, kind, n", [
+    (lambda a, b, i: a + b, "ufunc", 1),
+    (lambda a, b, i: a.__iadd__(b), "ufunc", 1),                     # in place: still one kernel
+    (lambda a, b, i: cp.exp(a, out=b), "ufunc", 1),
+    (lambda a, b, i: -a, "ufunc", 1),
+    (lambda a, b, i: cp.where(a > 0, a, b), "ufunc", 2),             # the comparison and the where
+    (lambda a, b, i: a.sum(axis=(0, 1)), "reduction", 1),            # several axes: one kernel
+    (lambda a, b, i: a.max(), "reduction", 1),
+    (lambda a, b, i: cp.argmax(a, axis=1), "reduction", 1),
+    (lambda a, b, i: a.mean(0), "reduction", 1),
+    (lambda a, b, i: a @ b.T, "cublas", 1),
+    (lambda a, b, i: cp.matmul(a[None], b.T[None]), "cublas", 1),   # batched: one strided-batched GEMM
+    (lambda a, b, i: a.dot(b.T), "cublas", 1),
+    (lambda a, b, i: cp.zeros((3, 4), dtype=cp.float32), "fill", 1),
+    (lambda a, b, i: cp.zeros_like(a), "fill", 1),
+    (lambda a, b, i: cp.ones(3), "fill", 1),
+    (lambda a, b, i: cp.full(3, 2.0), "fill", 1),
+    (lambda a, b, i: a.fill(0), "fill", 1),
+    (lambda a, b, i: a.copy(), "copy", 1),
+    (lambda a, b, i: a.astype(cp.float64), "copy", 1),
+    (lambda a, b, i: cp.ascontiguousarray(a.T), "copy", 1),
+    (lambda a, b, i: a.T.reshape(-1), "copy", 1),                    # no view exists: CuPy copies
+    (lambda a, b, i: cp.concatenate([a, b, a]), "copy", 3),          # one elementwise copy per input (<= 8)
+    (lambda a, b, i: cp.stack([a] * 9), "copy", 1),                  # more than 8 small ones: one kernel
+    (lambda a, b, i: a[i], "gather", 1),
+    (lambda a, b, i: a.__setitem__(i, 0.0), "scatter", 1),
+    (lambda a, b, i: a.__setitem__(0, 1.0), "fill", 1),
+    (lambda a, b, i: a.__setitem__((slice(None), 0), b[:, 1]), "copy", 1),
+    (lambda a, b, i: cupyx.scatter_add(a, i, b[:2]), "scatter", 1),
+    (lambda a, b, i: cp.random.rand(3), "random", 1),
+    (lambda a, b, i: cp.random.randn(3, dtype=cp.float32), "random", 1),   # drawn in float32: no cast
+])
+def test_count_launches_one_per_kernel_as_cupy_launches_them(call, kind, n):
+    a = cp.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    b = cp.asarray(np.ones((3, 4), np.float32))
+    i = cp.arange(2, dtype=cp.int64)
+    log = _launches(lambda: call(a, b, i))
+    assert log.launches == n and log.by_kind.get(kind, 0) >= 1, log.events
+    assert sum(log.by_kind.values()) == log.launches == len(log.events)
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: cp.empty((3, 4)), lambda a: cp.empty_like(a), lambda a: a.reshape(12), lambda a: a.T,
+    lambda a: a[1:, ::2], lambda a: a[0], lambda a: a[None], lambda a: cp.ascontiguousarray(a),
+    lambda a: a.astype(cp.float32, copy=False), lambda a: a.ravel(), lambda a: cp.broadcast_to(a, (2, 3, 4)),
+    lambda a: a.get(), lambda a: cp.asarray(np.ones(3)), lambda a: a.view(cp.int32), lambda a: a.shape,
+    lambda a: cp.asarray(a), lambda a: cp.expand_dims(a, 0), lambda a: a.swapaxes(0, 1),
+])
+def test_count_launches_counts_none_for_allocation_views_and_transfers(call):
+    a = cp.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    assert _launches(lambda: call(a)).launches == 0
+
+
+def test_count_launches_counts_user_kernels_masks_graphs_and_nests():
+    a = cp.asarray(np.arange(6, dtype=np.float32))
+    k = cp.ElementwiseKernel("T x", "T y, T z", "y = x + 1; z = x * 2", "two_outputs")
+    r = cp.ReductionKernel("T x", "T y", "x * x", "a + b", "y = a", "0", "sq")
+    with cupy_standin.count_launches() as outer:
+        with cupy_standin.count_launches() as inner:
+            k(a)                                           # two outputs, one launch
+            r(a)
+        a[a > 2]                                           # the mask's comparison, its scan and the gather
+    assert inner.launches == 2 and inner.events == [("elementwise_kernel", "two_outputs"),
+                                                    ("reduction_kernel", "sq")]
+    assert outer.launches == 5 and outer.by_kind["gather"] == 2
+    s = cp.cuda.Stream()
+    with s:
+        s.begin_capture()
+        a += 1
+        a *= 2
+        g = s.end_capture()
+    with cupy_standin.count_launches() as log:
+        g.launch(s)
+    assert log.launches == 1 and log.events == [("graph", "Graph.launch")]
+    assert repr(log) == "LaunchLog(launches=1, graph=1)"

@@ -71,6 +71,57 @@ class count_transfers:
         _logs.remove(self.log)
 
 
+# -- the launch log ------------------------------------------------------------------------------------
+class LaunchLog:
+    """What ``count_launches`` saw: ``launches`` (the total), ``by_kind`` ({kind: count}) and ``events``
+    (one ``(kind, name)`` per launch, in order). Kinds: "ufunc" (an elementwise ufunc or operator),
+    "reduction", "elementwise_kernel" / "reduction_kernel" (user kernels), "cublas", "fill" (memset or
+    fill kernel), "copy" (device-to-device), "gather" / "scatter" (index-array kernels), "random",
+    "graph" (one CUDA graph launch), "other" (any other CuPy routine that launches)."""
+
+    def __init__(self):
+        self.launches = 0
+        self.by_kind = {}
+        self.events = []
+
+    def __repr__(self):
+        kinds = ", ".join(f"{k}={v}" for k, v in sorted(self.by_kind.items()))
+        return f"LaunchLog(launches={self.launches}{', ' if kinds else ''}{kinds})"
+
+    def names(self):
+        """{name: count} over the events, most frequent first."""
+        out = {}
+        for _, name in self.events:
+            out[name] = out.get(name, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+_launch_logs = []                   # the launch logs now open (count_launches nests)
+
+
+def launch(kind, name, n=1):
+    """Log ``n`` kernel launches of ``kind`` made by the CuPy call ``name``."""
+    if n <= 0:
+        return
+    for log in _launch_logs:
+        log.launches += n
+        log.by_kind[kind] = log.by_kind.get(kind, 0) + n
+        log.events.extend([(kind, name)] * n)
+
+
+class count_launches:
+    """``with count_launches() as log: ...`` then ``log.launches``, ``log.by_kind``, ``log.events``: the
+    kernel launches CuPy would make for the calls inside (none for allocation, views or transfers)."""
+
+    def __enter__(self):
+        self.log = LaunchLog()
+        _launch_logs.append(self.log)
+        return self.log
+
+    def __exit__(self, *exc):
+        _launch_logs.remove(self.log)
+
+
 def add_hook(fn):
     _hooks.append(fn)
 
@@ -87,11 +138,45 @@ def refuse_cublas_under_capture(what):
         raise NotImplementedError(f"calling cuBLAS API during stream capture is currently unsupported ({what})")
 
 
-def kernel(run, args=(), kind="kernel", name=None):
-    """Run one simulated kernel ``run()``; while the thread captures a stream (_kernels.py) it is
-    recorded for the graph, and the arrays in ``args`` it may write are put back afterwards."""
+def kernel(run, args=(), kind="other", name="kernel", count=1):
+    """Run one simulated CuPy call ``run()``; while the thread captures a stream (_kernels.py) it is
+    recorded for the graph, and the arrays in ``args`` it may write are put back afterwards. The call
+    is logged as ``count`` launches of ``kind`` (``count`` may be a function of the result: 0 where
+    CuPy returns a view)."""
     cap = getattr(_local, "capture", None)
-    return run() if cap is None else cap.record(run, args)
+    res = run() if cap is None else cap.record(run, args)
+    if _launch_logs:
+        launch(kind, name, count(res) if callable(count) else count)
+    return res
+
+
+def arrays_in(x):
+    """The stand-in arrays in a result (an array, or lists and tuples of them)."""
+    if type(x) is ndarray:
+        return [x]
+    if type(x) in (list, tuple):
+        return [a for v in x for a in arrays_in(v)]
+    return []
+
+
+def is_view(res, args):
+    """Whether every array in ``res`` shares memory with an array among ``args`` (CuPy made a view,
+    launching nothing); False where ``res`` holds no array."""
+    got = arrays_in(res)
+    if not got:
+        return False
+    bufs = [a._a for a in arrays_in(args)]
+    return all(any(np.may_share_memory(r._a, b) for b in bufs) for r in got)
+
+
+def index_launches(key):
+    """Kernels CuPy launches for an advanced index (NumPy form ``key``): one gather or scatter; a boolean
+    mask adds its scan (CuPy counts the true entries with a cumsum first); each further index array
+    adds two elementwise kernels that fold it into one flat index (conservative: CuPy's
+    _prepare_multiple_array_indexing)."""
+    arrays = [p for p in key if isinstance(p, np.ndarray)]
+    masks = sum(1 for p in arrays if p.dtype == np.bool_)
+    return 1 + masks + 2 * max(0, len(arrays) - 1)
 
 
 # -- argument conversion ------------------------------------------------------------------------------
@@ -371,10 +456,13 @@ class ndarray:
         dev = self._dev
         k = [_index_key(self, key, dev, setting=False)]
         res = self._a[k[0]]
-        if isinstance(res, np.ndarray) and np.may_share_memory(res, self._a):
+        if not isinstance(res, np.ndarray) and not _advanced(key) and Ellipsis not in k[0]:
+            res = self._a[k[0] + (Ellipsis,)]       # CuPy's a[0] on a 1-d array is a 0-d view, not a copy
+        if isinstance(res, np.ndarray) and (np.may_share_memory(res, self._a) or not _advanced(key)):
             return wrap(res, dev)                   # a view: no kernel
         # a gather: the key (wrapped indices) is made again from the index arrays at every graph launch
-        return kernel(lambda: wrap(self._a[k.pop() if k else _index_key(self, key, dev, False)], dev), (self, key))
+        return kernel(lambda: wrap(self._a[k.pop() if k else _index_key(self, key, dev, False)], dev), (self, key),
+                      "gather", "ndarray.__getitem__", index_launches(k[0]))
 
     def __setitem__(self, key, value):
         dev = self._here("__setitem__")
@@ -387,22 +475,27 @@ class ndarray:
         else:
             value = unwrap(value, dev, "ndarray.__setitem__")
         k = [_index_key(self, key, dev, setting=True)]
+        if _advanced(key):
+            kind, n = "scatter", index_launches(k[0])
+        else:                   # CuPy: a.fill(value) on the view, or an elementwise copy of a device array
+            kind, n = ("copy", 1) if isinstance(value, np.ndarray) else ("fill", 1)
 
         def run():              # a graph launch makes the key again from the index arrays
             self._a[k.pop() if k else _index_key(self, key, dev, setting=True)] = value
-        kernel(run, (self, key))
+        kernel(run, (self, key), kind, "ndarray.__setitem__", n)
 
     __hash__ = None
 
     # -- copies, views and casts with CuPy's device rules --
     def copy(self, order="C"):
         dev = current_device_id()
-        return kernel(lambda: ndarray._from_host(self._a.copy(order=order), dev), (self,))
+        return kernel(lambda: ndarray._from_host(self._a.copy(order=order), dev), (self,), "copy", "ndarray.copy")
 
     def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
         check_dtype(dtype, "ndarray.astype")
         dev = self._here("astype")
-        return kernel(lambda: ndarray._from_host(self._a.astype(dtype, order=order, copy=copy), dev), (self,))
+        return kernel(lambda: ndarray._from_host(self._a.astype(dtype, order=order, copy=copy), dev), (self,),
+                      "copy", "ndarray.astype", lambda res: 0 if is_view(res, self) else 1)
 
     def view(self, *args, **kwargs):
         return ndarray._from_host(self._a.view(*args, **kwargs), self._dev)
@@ -412,7 +505,8 @@ class ndarray:
         if res.size == 0 or np.may_share_memory(res, self._a):
             return ndarray._from_host(res, self._dev)
         # not expressible as a view: CuPy copies (a kernel), NumPy too
-        return kernel(lambda: ndarray._from_host(self._a.reshape(*shape, order=order), self._dev), (self,))
+        return kernel(lambda: ndarray._from_host(self._a.reshape(*shape, order=order), self._dev), (self,),
+                      "copy", "ndarray.reshape")
 
     def transpose(self, *axes):
         return ndarray._from_host(self._a.transpose(*axes), self._dev)
@@ -459,14 +553,16 @@ def _binary(fn, reflected=False, inplace=False):
                     fn(self._a, o)
                     return self
                 return wrap(fn(o, self._a) if reflected else fn(self._a, o), dev)
-        return kernel(run, (self, other))
+        if fn is operator.matmul:                       # one cuBLAS GEMM (batched where 3-D and more)
+            return kernel(run, (self, other), "cublas", "ndarray.__matmul__")
+        return kernel(run, (self, other), "ufunc", f"ndarray.__{fn.__name__}__")
     return method
 
 
 def _unary(fn):
     def method(self):
         dev = self._here(fn.__name__)
-        return kernel(lambda: wrap(fn(self._a), dev), (self,))
+        return kernel(lambda: wrap(fn(self._a), dev), (self,), "ufunc", f"ndarray.__{fn.__name__}__")
     return method
 
 

@@ -388,6 +388,7 @@ class Graph:
     def launch(self, stream=None):
         if capturing() is not None:
             raise _cuda_error(900, "the stand-in does not capture a graph launch inside another capture")
+        _core.launch("graph", "Graph.launch")           # the captured kernels run as one graph launch
         for run, res in self._ops:
             new = run()
             for old, got in zip(_arrays(res), _arrays(new)):

@@ -23,7 +23,85 @@ _CUBLAS = frozenset({"cupy.matmul", "cupy.dot", "cupy.vdot", "cupy.inner", "cupy
                      "cupy.kron"})
 
 
-def _call(qualname, npf, check, args, kwargs):
+# -- what each CuPy routine launches (count_launches) -----------------------------------------------------
+# Where CuPy's count is unclear the higher one is taken, and the comment says so.
+_REDUCTIONS = frozenset({"sum", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "mean", "all", "any",
+                         "nansum", "nanprod", "nanmax", "nanmin", "nanargmax", "nanargmin", "count_nonzero",
+                         "cumsum", "cumprod", "nancumsum", "nancumprod", "reduce", "accumulate", "reduceat",
+                         "logsumexp", "trace"})
+# several kernels: var = mean + a reduction of squared deviations, std = var + sqrt, ptp = max + min +
+# subtract, average = sum + divide, median = a sort + a gather (conservative), eye/identity = zeros +
+# a diagonal fill, pad = a fill + a copy
+_SEVERAL = {"var": ("reduction", 2), "std": ("reduction", 3), "nanvar": ("reduction", 3),
+            "nanstd": ("reduction", 4), "nanmean": ("reduction", 3), "ptp": ("reduction", 3),
+            "average": ("reduction", 2), "median": ("other", 3), "eye": ("fill", 2), "identity": ("fill", 2),
+            "pad": ("copy", 2)}
+_FILLS = frozenset({"zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "fill", "arange",
+                    "linspace", "logspace", "tri"})
+_ALLOCATIONS = frozenset({"empty", "empty_like"})          # memory only: no kernel
+_COPIES = frozenset({"copy", "ascontiguousarray", "asfortranarray", "copyto", "flatten", "tile", "repeat",
+                     "roll", "tril", "triu", "diag", "ravel", "reshape", "array", "asarray"})
+_GATHERS = frozenset({"take", "take_along_axis", "choose", "compress", "extract", "select"})
+_SCATTERS = frozenset({"put", "put_along_axis", "place", "putmask", "scatter_add", "scatter_max",
+                       "scatter_min", "at"})
+_CONCATS = frozenset({"concatenate", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack"})
+_ELEMENTWISE = frozenset({"where", "clip", "around", "round", "round_", "nan_to_num", "real_if_close", "conj",
+                          "conjugate", "outer", "erf", "sigmoid"})
+# random draws: cuRAND fills the result in one call (random_sample, rand, randn, standard_normal, normal);
+# uniform scales and shifts it (CuPy: low + rand * (high - low), 3); randint draws then maps into the
+# interval (2, conservative); permutation/shuffle draw keys and sort them (3, conservative)
+_RANDOM = {"uniform": 3, "randint": 2, "random_integers": 2, "permutation": 3, "shuffle": 3, "choice": 3}
+
+
+def _concat_launches(args, kwargs):
+    """CuPy's _concatenate (cupy/_core/_routines_manipulation.pyx): one elementwise copy per input, or
+    one kernel over a table of pointers for more than 8 inputs of one dtype under 2 MiB each on average
+    (that path also copies the pointer table to the device, which the stand-in does not log)."""
+    arrays = [a for a in (args[0] if args else kwargs.get("tup", kwargs.get("arrays", ())))]
+    if len(arrays) > 8 and len({getattr(a, "dtype", None) for a in arrays}) == 1:
+        total = sum(a.nbytes for a in arrays if type(a) is ndarray)
+        if total < 2 * 1024 * 1024 * len(arrays):
+            return 1
+    return max(len(arrays), 1)
+
+
+def _launches(qualname, args, kwargs, is_ufunc=False):
+    """(kind, count) for one CuPy call: ``count`` an int or a function of the result (0 for a view)."""
+    name = qualname.rsplit(".", 1)[-1]
+    if qualname.startswith("cupy.random."):
+        return "random", _RANDOM.get(name, 1)
+    if is_ufunc or name in _ELEMENTWISE:
+        return "ufunc", 1
+    if qualname in _CUBLAS or name == "dot":
+        return "cublas", 1                   # one GEMM (or GEMV / DOT; batched for 3-d and more)
+    if qualname.startswith("cupy.linalg."):
+        if name == "norm":
+            return "reduction", 3            # |x|^2 (or |x|), a sum, a sqrt: conservative
+        return "cusolver", 1                  # one cuSOLVER/cuBLAS routine at least (workloads use none)
+    if name in _SEVERAL:
+        return _SEVERAL[name]
+    if name in _REDUCTIONS:
+        return "reduction", 1                # one kernel, over any number of axes
+    if name in _ALLOCATIONS:
+        return "fill", 0
+    if name in _FILLS:
+        return "fill", 1                     # zeros: a memset; ones/full/fill: a fill kernel
+    if name in _CONCATS:
+        return "copy", _concat_launches(args, kwargs)
+    out_given = bool(kwargs) and kwargs.get("out") is not None
+
+    def unless_view(res):
+        return 0 if not out_given and _core.is_view(res, (args, kwargs)) else 1
+    if name in _COPIES:
+        return "copy", unless_view
+    if name in _GATHERS:
+        return "gather", unless_view
+    if name in _SCATTERS:
+        return "scatter", 1
+    return "other", unless_view
+
+
+def _call(qualname, npf, check, args, kwargs, is_ufunc=False):
     if check is not None:
         check(args, kwargs)
     if qualname in _CUBLAS or qualname.startswith("cupy.linalg."):
@@ -42,7 +120,8 @@ def _call(qualname, npf, check, args, kwargs):
         return wrap(res, dev)
     if qualname.rsplit(".", 1)[-1] in _NO_KERNEL:
         return run()
-    return _core.kernel(run, (args, kwargs))
+    kind, count = _launches(qualname, args, kwargs, is_ufunc)
+    return _core.kernel(run, (args, kwargs), kind, qualname, count)
 
 
 def function(qualname, npf, entry):
@@ -72,7 +151,7 @@ class ufunc:
             if type(a) is list or type(a) is tuple:
                 raise TypeError(f"Unsupported type {type(a)} (in {self._qualname}: CuPy ufuncs take CuPy "
                                 "arrays and scalars only)")
-        return _call(self._qualname, self._npu, self._check, args, kwargs)
+        return _call(self._qualname, self._npu, self._check, args, kwargs, is_ufunc=True)
 
     def __getattr__(self, method):
         if method.startswith("_") or method not in _api.UFUNC_METHODS:
@@ -135,7 +214,8 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
         if obj._dev != dev:
             copy = True
         if copy:
-            res = _core.kernel(lambda: np.array(a, dtype=dtype, copy=True, order=order, ndmin=ndmin), (obj,))
+            res = _core.kernel(lambda: np.array(a, dtype=dtype, copy=True, order=order, ndmin=ndmin), (obj,),
+                               "copy", "cupy.array")
         else:
             res = np.asarray(a, dtype=dtype, order=order if order != "K" else None)
         if ndmin and res.ndim < ndmin:
@@ -196,7 +276,7 @@ def _wrapping(npf, qualname):
         def run():              # the indices wrapped inside the kernel: a graph launch reads them again
             idx = idx0 % n if isinstance(idx0, np.ndarray) and n else idx0
             return wrap(npf(x, idx, *ua, **uk), dev)
-        return _core.kernel(run, (a, indices))
+        return _core.kernel(run, (a, indices), "gather", qualname)
     f.__name__ = qualname.rsplit(".", 1)[-1]
     return f
 
@@ -237,7 +317,9 @@ class _RandomBase:
                                           "CuPy stand-in does not simulate that")
             with _cuda.Device(dev):
                 out = _call(f"{self._namespace}.{name}", npf, None, args, kwargs)
-            return out.astype(dtype, copy=False) if dtype is not None and type(out) is ndarray else out
+            if dtype is not None and type(out) is ndarray:      # CuPy draws in dtype: no cast kernel
+                out = ndarray._from_host(out._a.astype(dtype, copy=False), out._dev)
+            return out
         return method
 
 
@@ -328,7 +410,7 @@ def _scatter(npu, qualname, op):
         v = unwrap(value, dev, qualname)
         k = [key]
         _core.kernel(lambda: npu.at(a._a, k.pop() if k else _core._index_key(a, slices, dev, setting=True), v),
-                     (a, slices))
+                     (a, slices), "scatter", qualname, _core.index_launches(key))
     f.__name__ = qualname.rsplit(".", 1)[-1]
     return f
 
@@ -337,7 +419,7 @@ def _erf(x):
     from ...backends._erf import erf              # the same fdlibm port the CPU backend uses
     dev = x._here("cupyx.scipy.special.erf") if type(x) is ndarray else current_device_id()
     ux = unwrap(x, dev, "cupyx.scipy.special.erf")
-    return _core.kernel(lambda: wrap(erf(ux), dev), (x,))
+    return _core.kernel(lambda: wrap(erf(ux), dev), (x,), "ufunc", "cupyx.scipy.special.erf")
 
 
 _OVERRIDES = {
@@ -415,7 +497,13 @@ def _method(name, entry, view):
             with np.errstate(all="ignore"):
                 res = getattr(self._a, name)(*ua, **uk)
             return out if type(out) is ndarray and res is out._a else wrap(res, dev)
-        return run() if view else _core.kernel(run, (self, args, kwargs))
+        if view:                       # ravel / squeeze / swapaxes / diagonal: a copy only where no view exists
+            res = run()
+            if _core._launch_logs and not _core.is_view(res, self):
+                _core.launch("copy", qualname)
+            return res
+        kind, count = _launches(qualname, (self,) + args, kwargs)
+        return _core.kernel(run, (self, args, kwargs), kind, qualname, count)
     method.__name__ = name
     return method
 
