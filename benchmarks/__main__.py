@@ -1,8 +1,10 @@
-"""python -m benchmarks --device cpu cuda --out results/ [--quick] [--only mlp_step ...]
+"""python -m benchmarks --device cpu cuda --out results/ [--quick] [--only mlp_step ...] [--launches-only]
 
 Runs every workload on every requested device next to its baselines (hand-written NumPy/CuPy, and
 PyTorch when importable), then writes results/benchmarks.json (every figure plus the machine),
-results/benchmarks.md (the table) and PNG plots. See benchmarks/README.md for how to read them."""
+results/benchmarks.md (the table) and PNG plots. See benchmarks/README.md for how to read them.
+On CUDA run on the CuPy stand-in (``AG_CUDA=standin``) each row also has the kernel launches of one
+step ("launches/step"); ``--launches-only`` counts them without timing anything (benchmarks/launches.py)."""
 import argparse
 import json
 import sys
@@ -11,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import report, distributed  # noqa: E402
+from benchmarks import report, distributed, launches  # noqa: E402
 from benchmarks.timing import measure, sync_fn, machine, cupy_module  # noqa: E402
 from benchmarks.workloads import WORKLOADS, COMPILED, mlp_step, peak_memory, device_ms  # noqa: E402
 
@@ -50,6 +52,10 @@ def run_workload(name, device, scale, log):
                 row["compiled_fraction_of_copy"] = row["compiled_device_gb_per_s"] / meta["copy_gb_per_s"]
     if name == "deep_chain" and device == "cpu":
         row["ours_peak_mb"] = peak_memory(steps["ours"]) / 1e6
+    if str(device).startswith("cuda") and launches.available():     # counted on the stand-in only
+        row["launches"] = launches.count(steps["ours"], warmup=0).launches
+        if "compiled" in steps:
+            row["compiled_launches"] = launches.count(steps["compiled"], warmup=0).launches
     log(report.describe(row))
     return row
 
@@ -73,10 +79,16 @@ def main(argv=None):
     p.add_argument("--out", default="results", help="folder for benchmarks.json, benchmarks.md and plots")
     p.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (under a minute on 2 CPU cores)")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)      # for the test suite
-    p.add_argument("--only", nargs="*", choices=sorted(WORKLOADS) + ["sweep", "distributed"],
+    p.add_argument("--only", nargs="*", choices=sorted(WORKLOADS) + ["sweep", "distributed", "op_chain"],
                    help="run only these workloads (distributed: all-reduce and DDP jobs under mpiexec)")
+    p.add_argument("--launches-only", action="store_true",
+                   help="on cuda with AG_CUDA=standin: count kernel launches per step (the issue's steps, or "
+                        "--only's), no timing; writes launches.md")
     args = p.parse_args(argv)
     scale = "tiny" if args.tiny else "quick" if args.quick else "full"
+    launches.use_standin_if_asked()
+    if args.launches_only:
+        return launches_only(args, scale)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     names = args.only or list(WORKLOADS) + ["sweep"] + (["distributed"] if scale == "full" else [])
@@ -90,6 +102,8 @@ def main(argv=None):
                 continue
             if name == "sweep":
                 results["sweep"] += run_sweep(device, scale, print)
+            elif name == "op_chain":           # --launches-only's name for the per-op workload
+                results["rows"].append(run_workload("op_overhead", device, scale, print))
             else:
                 results["rows"].append(run_workload(name, device, scale, print))
     results["seconds"] = round(time.time() - t0, 1)
@@ -99,6 +113,20 @@ def main(argv=None):
     print(f"wrote {out / 'benchmarks.json'}, {out / 'benchmarks.md'}" + "".join(f", {w}" for w in written)
           + f" in {results['seconds']} s")
     return results
+
+
+def launches_only(args, scale):
+    if not launches.available():
+        sys.exit("--launches-only counts on the CuPy stand-in: run with AG_CUDA=standin")
+    device = next((d for d in args.device if d.startswith("cuda")), "cuda")
+    names = [n for n in (args.only or launches.DEFAULT) if n not in ("sweep", "distributed")]
+    logs = launches.measure(scale, names, device)
+    text = f"Kernel launches per eager step on {device} (CuPy stand-in), scale {scale}:\n\n" + launches.table(logs)
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "launches.md").write_text(text)
+    return logs
 
 
 if __name__ == "__main__":

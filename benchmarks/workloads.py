@@ -131,8 +131,9 @@ def _mlp_model(sizes, device):
     return nn.Sequential(*layers).to(device), layers
 
 
-def mlp_step(device, scale, width=None, batch=None):
-    """One SGD training step of an MLP 784-512-512-10 (ReLU, cross-entropy), batch 128."""
+def mlp_step(device, scale, width=None, batch=None, adam=False):
+    """One SGD training step of an MLP 784-512-512-10 (ReLU, cross-entropy), batch 128 (``adam``: an
+    Adam step, lr 1e-3, with no hand-written baseline)."""
     from autograd_gpu import optim
     import autograd_gpu.nn.functional as F
     n, sizes = _mlp_sizes(scale, width)
@@ -141,7 +142,7 @@ def mlp_step(device, scale, width=None, batch=None):
     xa = rng.standard_normal((n, sizes[0])).astype(np.float32)
     ya = rng.integers(0, sizes[-1], n)
     model, layers = _mlp_model(sizes, device)
-    opt = optim.SGD(model.parameters(), lr=0.01)
+    opt = optim.Adam(model.parameters(), lr=1e-3) if adam else optim.SGD(model.parameters(), lr=0.01)
     x, y = ag.tensor(xa, device=device), ag.tensor(ya, device=device)
 
     def ours():
@@ -150,13 +151,13 @@ def mlp_step(device, scale, width=None, batch=None):
         opt.step()
 
     weights = [(l.weight.numpy().copy(), l.bias.numpy().copy()) for l in layers[::2]]
-    steps = {"ours": ours, "numpy": _mlp_by_hand(device, weights, xa, ya)}
+    steps = {"ours": ours} if adam else {"ours": ours, "numpy": _mlp_by_hand(device, weights, xa, ya)}
     torch, tdev = _torch(device)
     if torch is not None:
         tn = torch.nn
         tm = tn.Sequential(tn.Linear(sizes[0], sizes[1]), tn.ReLU(), tn.Linear(sizes[1], sizes[2]), tn.ReLU(),
                            tn.Linear(sizes[2], sizes[3])).to(tdev)
-        topt = torch.optim.SGD(tm.parameters(), lr=0.01)
+        topt = torch.optim.Adam(tm.parameters(), lr=1e-3) if adam else torch.optim.SGD(tm.parameters(), lr=0.01)
         tx, ty = torch.tensor(xa, device=tdev), torch.tensor(ya, device=tdev)
 
         def theirs():
@@ -164,7 +165,13 @@ def mlp_step(device, scale, width=None, batch=None):
             torch.nn.functional.cross_entropy(tm(tx), ty).backward()
             topt.step()
         steps["torch"] = theirs
-    return steps, {"per": 1, "unit": "ms/step", "what": f"MLP {'-'.join(map(str, sizes))}, batch {n}, SGD"}
+    return steps, {"per": 1, "unit": "ms/step",
+                   "what": f"MLP {'-'.join(map(str, sizes))}, batch {n}, {'Adam' if adam else 'SGD'}"}
+
+
+def mlp_adam_step(device, scale):
+    """One Adam training step of the MLP of mlp_step (PyTorch's default Adam: foreach on CUDA)."""
+    return mlp_step(device, scale, adam=True)
 
 
 def mlp_sub_step(device, scale):
@@ -542,6 +549,7 @@ def peak_memory(step):
 WORKLOADS = {
     "op_overhead": op_overhead,
     "mlp_step": mlp_step,
+    "mlp_adam_step": mlp_adam_step,
     "mlp_sub_step": mlp_sub_step,
     "cnn_step": cnn_step,
     "elementwise_4m": elementwise_4m,

@@ -11,7 +11,7 @@ def test_benchmarks_tiny_run_writes_json_table_and_plots(tmp_path):
     pytest.importorskip("matplotlib")
     results = main(["--tiny", "--device", "cpu", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "benchmarks.json").read_text())
-    assert {r["workload"] for r in data["rows"]} == {"op_overhead", "mlp_step", "mlp_sub_step", "cnn_step", "elementwise_4m", "moons_step",
+    assert {r["workload"] for r in data["rows"]} == {"op_overhead", "mlp_step", "mlp_adam_step", "mlp_sub_step", "cnn_step", "elementwise_4m", "moons_step",
                                                        "matmul_1024", "deep_chain",
                                                        "transformer_step", "lstm_step", "per_example_grads"}
     for r in data["rows"]:
@@ -50,6 +50,21 @@ def test_cuda_workloads_with_the_compiled_column_run_tiny(tmp_path):
     assert rows["mlp_step"]["compiled"]["median"] > 0
     e = rows["elementwise_4m"]
     assert e["copy_gb_per_s"] > 0 and e["compiled_fraction_of_copy"] > 0
+    from benchmarks import launches
+    if launches.available():              # the launches/step column, counted on the stand-in
+        assert rows["mlp_step"]["launches"] > 0 and "launches/step" in (tmp_path / "benchmarks.md").read_text()
+
+
+@pytest.mark.gpu
+def test_launches_only_counts_the_issue_steps_without_timing(tmp_path):
+    from benchmarks import launches
+    if not launches.available():
+        pytest.skip("launch counts need the CuPy stand-in (AG_CUDA=standin)")
+    logs = main(["--tiny", "--device", "cuda", "--launches-only", "--only", "op_chain", "mlp_step",
+                 "--out", str(tmp_path)])
+    assert logs["op_chain_forward"].launches == logs["op_chain_ops"] + 1      # one per op, and the sum
+    assert logs["mlp_step"].launches > 0
+    assert "| mlp_step |" in (tmp_path / "launches.md").read_text()
 
 
 def test_mlp_sub_step_variants_do_the_same_arithmetic():
