@@ -963,20 +963,11 @@ class Tanh(Function):
         if ctx._direct():
             yd, = ctx._saved_arrays()
             if yd.dtype.kind != "c":
-                return ctx.wrap(_times_grad(_host_const(yd, 1) - yd * yd, grad.data))
+                return ctx.wrap((ctx.device.backend).tanh_backward(grad.data, yd))    # one kernel on CUDA
         y, = ctx.saved_tensors
         if y.data.dtype.kind == "c":             # composed: TanhBackward's own backward is for real y
             return grad * conj(1.0 - y * y)
         return TanhBackward.apply(grad, y)
-
-
-def _times_grad(t, g):
-    """t * g, into t when it is a fresh array of the result's shape and dtype (big arrays: one
-    allocation less, and no page faults for a second temporary)."""
-    if t.shape == g.shape and t.dtype == g.dtype and t.ndim:
-        t *= g
-        return t
-    return t * g
 
 
 class TanhBackward(Function):
@@ -988,7 +979,7 @@ class TanhBackward(Function):
     @staticmethod
     def forward(ctx, grad, y):
         ctx.save_for_backward(grad, y)
-        return ctx.wrap(_times_grad(1 - y.data * y.data, grad.data))
+        return ctx.wrap((ctx.device.backend).tanh_backward(grad.data, y.data))
 
     @staticmethod
     def backward(ctx, gg):
@@ -1027,7 +1018,7 @@ class Sigmoid(Function):
         if ctx._direct():
             yd, = ctx._saved_arrays()
             if yd.dtype.kind != "c":
-                return ctx.wrap(_times_grad((_host_const(yd, 1) - yd) * yd, grad.data))
+                return ctx.wrap((ctx.device.backend).sigmoid_backward(grad.data, yd))    # one kernel on CUDA
         y, = ctx.saved_tensors
         if y.data.dtype.kind == "c":             # composed, as Tanh's
             return grad * conj(y * (1.0 - y))
@@ -1042,8 +1033,7 @@ class SigmoidBackward(Function):
     @staticmethod
     def forward(ctx, grad, y):
         ctx.save_for_backward(grad, y)
-        yd = y.data
-        return ctx.wrap(_times_grad((1 - yd) * yd, grad.data))
+        return ctx.wrap((ctx.device.backend).sigmoid_backward(grad.data, y.data))
 
     @staticmethod
     def backward(ctx, gg):
@@ -1068,7 +1058,7 @@ class Relu(Function):
     def backward(ctx, grad):
         if ctx._direct():
             yd, = ctx._saved_arrays()
-            return ctx.wrap(grad.data * (yd > 0))
+            return ctx.wrap((ctx.device.backend).relu_backward(grad.data, yd))      # one kernel on CUDA
         y, = ctx.saved_tensors
         return ReluBackward.apply(grad, y)
 
@@ -1081,12 +1071,62 @@ class ReluBackward(Function):
     @staticmethod
     def forward(ctx, grad, x):
         ctx.save_for_backward(x)
-        return ctx.wrap(grad.data * (x.data > 0))
+        return ctx.wrap((ctx.device.backend).relu_backward(grad.data, x.data))
 
     @staticmethod
     def backward(ctx, gg):
         x, = ctx.saved_tensors
         return ReluBackward.apply(gg, x), None
+
+
+class Gelu(Function):
+    """x * Phi(x) (approximate "none", Phi by erf) or its tanh form, fused: one kernel each way on CUDA where
+    the composed form launches five forward and their backwards; the NumPy forward keeps Phi (or the tanh
+    term), so its backward computes no erf. The backward runs on arrays when nothing is recorded, else as
+    recorded ops (differentiable again)."""
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def forward(ctx, x, approximate):
+        y, ctx.aux = (ctx.device.backend).gelu(x.data, approximate)
+        ctx.approximate = approximate
+        ctx.save_for_backward(x)
+        return ctx.wrap(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx._direct():
+            xd, = ctx._saved_arrays()
+            return ctx.wrap((ctx.device.backend).gelu_backward(grad.data, xd, ctx.aux, ctx.approximate)), None
+        x, = ctx.saved_tensors
+        if ctx.approximate == "tanh":
+            t = tanh((x + x * x * x * 0.044715) * _SQRT_2_OVER_PI)
+            d = (t + 1.0) * 0.5 + x * (1.0 - t * t) * ((x * x * (3 * 0.044715) + 1.0) * (0.5 * _SQRT_2_OVER_PI))
+        else:
+            d = (erf(x * (1.0 / _SQRT_2)) + 1.0) * 0.5 + x * exp(x * x * -0.5) * (1.0 / math.sqrt(2.0 * math.pi))
+        return grad * d, None
+
+
+class Silu(Function):
+    """x * sigmoid(x), fused: one kernel each way on CUDA (the composed form: five forward, more backward);
+    the NumPy forward keeps sigmoid(x) for the backward grad * s * (1 + x (1 - s)), recorded ops when a
+    graph of the gradient is wanted."""
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def forward(ctx, x):
+        y, ctx.aux = (ctx.device.backend).silu(x.data)
+        ctx.save_for_backward(x)
+        return ctx.wrap(y)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if ctx._direct():
+            xd, = ctx._saved_arrays()
+            return ctx.wrap((ctx.device.backend).silu_backward(grad.data, xd, ctx.aux))
+        x, = ctx.saved_tensors
+        s = sigmoid(x)
+        return grad * (s * (x * (1.0 - s) + 1.0))
 
 
 class LeakyRelu(Function):
@@ -1264,17 +1304,21 @@ def elu(x, alpha=1.0):
 def gelu(x, approximate="none"):
     """x * Phi(x) with the exact erf form (PyTorch's default), or the tanh approximation."""
     x = as_tensor(x, "gelu")
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    if x.data.dtype.kind == "f":                 # the fused Function; other dtypes as composed ops
+        return Gelu.apply(x, approximate)
     if approximate == "none":
         return x * (erf(x * (1.0 / _SQRT_2)) + 1.0) * 0.5
-    if approximate == "tanh":
-        return x * (tanh((x + x * x * x * 0.044715) * _SQRT_2_OVER_PI) + 1.0) * 0.5
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return x * (tanh((x + x * x * x * 0.044715) * _SQRT_2_OVER_PI) + 1.0) * 0.5
 
 
 @register(method=True, tests=OpTest(UNARY, ref=lambda np, a: a * (1 / (1 + np.exp(-a))).astype(a.dtype)))
 def silu(x):
     """x * sigmoid(x) (also called swish)."""
     x = as_tensor(x, "silu")
+    if x.data.dtype.kind == "f":                 # the fused Function; other dtypes (complex) as composed ops
+        return Silu.apply(x)
     return x * sigmoid(x)
 
 

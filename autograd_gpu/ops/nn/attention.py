@@ -19,21 +19,6 @@ from .activation import Softmax
 _BOOL_MASK = [[True, False, True, True, False], [True, True, False, False, False], [False, True, True, True, True]]
 
 
-def _softmax_rows(xp, s):
-    """softmax over the last dim of the float array s, in place; a row whose scores are all -inf (every
-    key masked out) gives zeros, as PyTorch's scaled_dot_product_attention, not nan."""
-    if s.shape[-1] == 0:          # no keys: nothing to normalise (the output is zeros, as PyTorch's)
-        return s
-    m = s.max(axis=-1, keepdims=True)
-    xp.maximum(m, xp.finfo(s.dtype).min, out=m)    # an all -inf row shifts by a finite number: exp gives 0
-    s -= m
-    xp.exp(s, out=s)
-    d = s.sum(axis=-1, keepdims=True)
-    xp.maximum(d, 1.0, out=d)     # a live row sums to >= 1 after the max shift; a dead row to 0 -> stays 0
-    s /= d
-    return s
-
-
 def _laid_out_like(backend, a, shape):
     """For matmul's out=: an empty array of ``shape`` whose axes lie in memory in the order of a's (the
     heads of attention are strided views of a (N, L, H*E) projection, so results laid out as (N, L, H, E)
@@ -58,25 +43,28 @@ def _sdpa_rule(cls, args, kwargs):
 
 
 class ScaledDotProductAttention(Function):
-    # fused softmax(q k^T * scale + mask) [* dropout] @ v: two matmuls and a few in-place passes over the
-    # (L, S) scores instead of six recorded ops; the probabilities are saved, so backward is two matmuls
-    # per input and dS = P * (dP - sum(dP * P)). ``keep`` is the dropout mask already scaled by 1/(1-p).
+    # fused softmax(q k^T * scale + mask) [* dropout] @ v: the two products around the backend's
+    # attention_softmax (scale, mask and softmax: 3 or 4 launches on CUDA, in-place passes on the CPU) instead
+    # of six recorded ops; the probabilities are saved, so backward is two matmuls per input around
+    # attention_softmax_backward, dS = P * (dP - sum(dP * P)) * scale (2 launches on CUDA). ``keep`` is the
+    # dropout mask already scaled by 1/(1-p). Where the scale goes is the backend's choice
+    # (softmax_takes_scale): inside the softmax kernel on CUDA (then dS carries it), on q on the CPU (fewer
+    # elements than the scores when S > E, and dK = dS^T @ (q * scale) reuses it).
     batch_rule = _sdpa_rule
 
     @staticmethod
     def forward(ctx, q, k, v, mask, scale, keep):
         xp, backend = ctx.xp, ctx.device.backend
-        qs = q.data * scale        # the scale on q, not on the scores (fewer elements when S > E); the
-        ctx.scale, ctx.keep, ctx.qs = scale, keep, qs                # backward's dK = dS^T @ (q * scale) reuses it
+        ctx.folded = backend.softmax_takes_scale
+        qs = q.data if ctx.folded else q.data * scale
+        ctx.scale, ctx.keep, ctx.qs = scale, keep, qs
         ctx.save_for_backward(q, k, v, mask)
         ctx.blocks = _causal_blocks(backend, q, k, v, mask, keep, ctx.needs_input_grad[3])
         if ctx.blocks is not None:
             ctx.p, out = _causal_forward(backend, ctx.blocks, qs, k.data, v.data, mask.data)
             return ctx.wrap(out)
         s = backend.matmul(qs, xp.swapaxes(k.data, -1, -2))
-        if mask is not None:
-            s += mask.data
-        p = ctx.p = _softmax_rows(xp, s)
+        p = ctx.p = backend.attention_softmax(s, None if mask is None else mask.data, scale if ctx.folded else 1.0)
         out = _laid_out_like(backend, q.data, p.shape[:-1] + v.shape[-1:])
         return ctx.wrap(backend.matmul(p if keep is None else p * keep, v.data, out=out))
 
@@ -106,7 +94,8 @@ class ScaledDotProductAttention(Function):
 
     @staticmethod
     def _backward_arrays(ctx, grad, q, k, v, mask):
-        """The backward above on arrays: dP and dS share one buffer, the scale goes on the (L, E) arrays (dK from the saved q * scale)."""
+        """The backward above on arrays: dP and dS share one buffer; the scale in dS (softmax_takes_scale),
+        or on the (L, E) arrays (dK from the saved q * scale)."""
         need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
         xp, backend = ctx.xp, ctx.device.backend
         mm = backend.matmul
@@ -131,14 +120,16 @@ class ScaledDotProductAttention(Function):
         ds = mm(g, xp.swapaxes(v.data, -1, -2))           # dP, then dS = P * (dP - sum(dP * P)) in place
         if keep is not None:
             ds *= keep
-        rowdot = backend.row_dot(ds, p)[..., None]
-        ds -= rowdot
-        ds *= p
+        folded = ctx.folded and not need_mask                 # the mask's gradient is dS without the scale
+        backend.attention_softmax_backward(ds, p, ctx.scale if folded else 1.0)
         gmask = reduced(ds, mask.shape) if need_mask else None
+        if ctx.folded and need_mask:
+            ds = ds * backend.scalar(ctx.scale, ds.dtype)     # a new array: gmask may be ds itself
         gq = gk = None
         if need_q:
             gq = product(ds, k.data, q.data)
-            gq *= ctx.scale
+            if not ctx.folded:
+                gq *= ctx.scale
             gq = reduced(gq, q.shape)
         if need_k:
             gk = reduced(product(xp.swapaxes(ds, -1, -2), ctx.qs, k.data), k.shape)
@@ -183,7 +174,7 @@ def _causal_forward(backend, blocks, qs, k, v, causal):
     for r0, r1 in blocks:
         s = mm(qs[..., r0:r1, :], xp.swapaxes(k[..., :r1, :], -1, -2))       # (..., block, r1)
         s[..., r0:] += causal[:r1 - r0, :r1 - r0]
-        ps.append(_softmax_rows(xp, s))
+        ps.append(backend.attention_softmax(s, None, 1.0))
         mm(s, v[..., :r1, :], out=out[..., r0:r1, :])
     return ps, out
 
@@ -201,9 +192,7 @@ def _causal_backward(backend, blocks, ps, g, qs, k, v, needs):
         if need_v:
             _into(mm, xp.swapaxes(p, -1, -2), gi, gv, r1, whole)
         if need_q or need_k:
-            ds = mm(gi, xp.swapaxes(v[..., :r1, :], -1, -2))     # dP, then dS = P * (dP - sum(dP * P))
-            ds -= backend.row_dot(ds, p)[..., None]
-            ds *= p
+            ds = backend.attention_softmax_backward(mm(gi, xp.swapaxes(v[..., :r1, :], -1, -2)), p, 1.0)   # dP -> dS
             if need_q:
                 mm(ds, k[..., :r1, :], out=gq[..., r0:r1, :])
             if need_k:

@@ -48,10 +48,19 @@ class Linear(Function):
         return _linear_grads(ctx.needs_input_grad, grad, x, w)
 
 
-def _addmm(ctx, a, w, b):
-    """The array a @ w.T + b, with a's leading dims folded into the rows of one BLAS call."""
-    y = (ctx.device.backend).matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a, w.T)
-    if b is not None:
+def _addmm(ctx, a, w, b, relu=False):
+    """The array a @ w.T + b (relu'd in place when asked), with a's leading dims folded into the rows of one
+    BLAS call. The bias is added after the product, in place (one kernel, fused with the relu when there is
+    one): CuPy's matmul has no beta, and cuBLAS's beta=1 needs the bias broadcast into the output first, a
+    copy costing the launch it saves."""
+    backend = ctx.device.backend
+    y = backend.matmul(a.reshape(-1, a.shape[-1]) if a.ndim != 2 else a, w.T)
+    if relu:
+        if b is not None:
+            y = backend.bias_relu(y, b.data)
+        else:
+            ctx.xp.maximum(y, 0, out=y)
+    elif b is not None:
         y += b.data
     return y if a.ndim == 2 else y.reshape(a.shape[:-1] + (y.shape[-1],))
 
@@ -60,16 +69,12 @@ def _linear_grads_direct(ctx, g, x, w):
     """_linear_grads on arrays, when nothing is recorded (Function._direct): the same products, without
     the Function.apply machinery of the transpose, the two products and the sum."""
     need_x, need_w, need_b = ctx.needs_input_grad
-    matmul = (ctx.device.backend).matmul
+    backend = ctx.device.backend
+    matmul = backend.matmul
     g = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
     gx = ctx.wrap(matmul(g, w) if x.ndim == 2 else matmul(g, w).reshape(x.shape)) if need_x else None
     gw = ctx.wrap(matmul(g.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))) if need_w else None
-    if need_b:                                     # BLAS: 2x a column sum
-        ones = ctx.xp.empty(g.shape[0], dtype=g.dtype)
-        ones.fill(1)                               # (xp.ones is a Python function around these two calls)
-        gb = ctx.wrap(matmul(ones, g))
-    else:
-        gb = None
+    gb = ctx.wrap(backend.bias_grad(g)) if need_b else None     # BLAS on the CPU, one reduction on CUDA
     return gx, gw, gb
 
 
@@ -89,16 +94,16 @@ def _linear_grads(needs, grad, x, w):
 
 
 class LinearReLU(Function):
-    # relu(x @ w.T + b) with the relu done in place on the fresh product: one large array and one pass
-    # fewer than Linear then Relu (a transformer's feed-forward block); the backward masks the
-    # gradient by the saved output, which is > 0 exactly where the product was
+    # relu(x @ w.T + b) with the bias add and relu one in-place pass over the fresh product (one kernel on
+    # CUDA): one large array and one pass fewer than Linear then Relu (a transformer's feed-forward block);
+    # the backward masks the gradient by the saved output, which is > 0 exactly where the product was (one
+    # kernel), and the bias's gradient is one column sum of the masked gradient (BLAS on the CPU, one
+    # reduction on CUDA: the masked gradient is needed whole by the two products anyway)
     batch_rule = _linear_relu_rule
 
     @staticmethod
     def forward(ctx, x, w, b):
-        y = _addmm(ctx, x.data, w.data, b)
-        ctx.xp.maximum(y, 0, out=y)
-        y = ctx.wrap(y)
+        y = ctx.wrap(_addmm(ctx, x.data, w.data, b, relu=True))     # the bias add and relu: one kernel
         ctx.save_for_backward(x, w, y)
         return y
 
@@ -106,7 +111,7 @@ class LinearReLU(Function):
     def backward(ctx, grad):
         if ctx._direct():
             x, w, y = ctx._saved_arrays()
-            return _linear_grads_direct(ctx, grad.data * (y > 0), x, w)
+            return _linear_grads_direct(ctx, (ctx.device.backend).relu_backward(grad.data, y), x, w)
         x, w, y = ctx.saved_tensors
         return _linear_grads(ctx.needs_input_grad, ReluBackward.apply(grad, y), x, w)
 

@@ -1,7 +1,5 @@
 """nn.functional's normalisation: batch_norm (composed from ops, running statistics updated in place)
-and layer_norm (the fused LayerNorm Function: BLAS row sums, a blocked in-place backward on the CPU)."""
-import builtins
-
+and layer_norm (the fused LayerNorm Function over the backend's layer_norm kernels)."""
 from ...autograd.function import Function
 from ...autograd.grad_mode import state
 from ...tensor import Tensor
@@ -119,32 +117,22 @@ def _layer_norm_rule(cls, args, kwargs):
 
 
 class LayerNorm(Function):
-    # fused, on the input as (rows, n) with n the normalised size: the row sums are BLAS matrix-vector
-    # products with a ones vector and the variance one row dot (backend.row_dot: an einsum on NumPy, as a
-    # NumPy reduction over the last axis is 5x slower), so the forward makes three passes over the input
-    # and the backward six. The backward gx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = grad *
-    # weight, from the saved normalised input (recomputed as recorded ops under create_graph, so it
+    # fused, on the input as (rows, n) with n the normalised size: the backend's layer_norm kernels
+    # (backends/kernels/norms.py: on the CPU BLAS row sums and a blocked in-place backward; on CUDA three
+    # launches forward and five backward). The backward gx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
+    # g = grad * weight, runs on arrays when no graph is recorded, else as recorded ops from the input (so it
     # differentiates again)
     batch_rule = _layer_norm_rule
 
     @staticmethod
     def forward(ctx, x, w, b, axes, eps):
-        xp, mm = ctx.xp, (ctx.device.backend).matmul
         a = x.data
         k = a.ndim - len(axes)
         n = _prod(a.shape[k:])
-        a2 = a.reshape(_prod(a.shape[:k]), n)
-        ones = xp.ones(n, dtype=a.dtype)
-        xc = a2 - _row_sums(xp, mm, a2, ones, 1.0 / n)[:, None] if n else a2.copy()
-        var = _row_dot(xp, ctx.device.backend, xc, xc, 1.0 / builtins.max(n, 1))
-        var += eps
-        rstd = xp.sqrt(var, out=var)
-        xp.reciprocal(rstd, out=rstd)
-        xc *= rstd[:, None]
-        y = xc * w.data.reshape(n) if w is not None else xc.copy()
-        if b is not None:
-            y += b.data.reshape(n)
-        ctx.axes, ctx.eps, ctx.xhat, ctx.rstd = axes, eps, xc, rstd
+        y, ctx.stats = (ctx.device.backend).layer_norm(a.reshape(_prod(a.shape[:k]), n),
+                                                       None if w is None else w.data.reshape(n),
+                                                       None if b is None else b.data.reshape(n), eps)
+        ctx.axes, ctx.eps = axes, eps
         ctx.save_for_backward(x, w, b)
         return ctx.wrap(y.reshape(a.shape))
 
@@ -153,9 +141,17 @@ class LayerNorm(Function):
         x, w, b = ctx.saved_tensors
         axes = ctx.axes
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        if not state.enabled:       # no graph of the gradient wanted: the backend's fused backward on arrays
+            shape, k = x.shape, len(axes)
+            n = _prod(shape[len(shape) - k:])
+            gx, gw, gb = (ctx.device.backend).layer_norm_backward(
+                grad.data.reshape(_prod(shape[:len(shape) - k]), n), ctx.stats,
+                None if w is None else w.data.reshape(n), need_x, need_w, need_b)
+            wshape = shape[len(shape) - k:]
+            return (None if gx is None else ctx.wrap(gx.reshape(shape)),
+                    None if gw is None else ctx.wrap(gw.reshape(wshape)),
+                    None if gb is None else ctx.wrap(gb.reshape(wshape)), None, None)
         lead = tuple(range(x.ndim - len(axes)))
-        if not state.enabled:       # no graph of the gradient wanted: in-place array passes, few allocations
-            return LayerNorm._backward_arrays(ctx, grad.data, None if w is None else w.data, x.shape)
         xhat, rstd = _normalized(x, axes, ctx.eps)
         gw = (grad * xhat).sum(lead) if need_w else None
         gb = grad.sum(lead) if need_b else None
@@ -165,80 +161,9 @@ class LayerNorm(Function):
             gx = (g - g.mean(axes, keepdims=True) - xhat * (g * xhat).mean(axes, keepdims=True)) * rstd
         return gx, gw, gb, None, None
 
-    @staticmethod
-    def _backward_arrays(ctx, g, w, shape):
-        """The backward above on arrays (the result is not differentiated again), on (rows, n): the
-        column sums (weight and bias gradients) and row means are BLAS products with ones vectors, and
-        mean(g * w * xhat) is (grad * xhat) @ w, reusing the product the weight's gradient needs. On the
-        CPU in blocks of rows (about 256 KiB an array), so the six passes over a block stay in cache: 25%
-        faster on (4096, 256) float32 than whole arrays read back from memory each pass."""
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        xp, backend = ctx.xp, ctx.device.backend
-        xhat, rstd = ctx.xhat, ctx.rstd
-        rows, n = xhat.shape
-        g = g.reshape(rows, n)
-        w = None if w is None else w.reshape(n)
-        step = builtins.max(1, rows if backend.name != "numpy" else (1 << 16) // builtins.max(n, 1))   # 1: no rows
-        gx = xp.empty((rows, n), dtype=xhat.dtype) if need_x else None
-        gw = gb = None
-        for r0 in range(0, builtins.max(rows, 1), step):
-            b = slice(r0, r0 + step)
-            bw, bb = _layer_norm_block(xp, backend.matmul, g[b], xhat[b], rstd[b], w, None if gx is None else gx[b],
-                                       need_w, need_b)
-            gw = bw if gw is None else gw + bw
-            gb = bb if gb is None else gb + bb
-        wshape = shape[len(shape) - len(ctx.axes):]
-        return (None if gx is None else ctx.wrap(gx.reshape(shape)), ctx.wrap(gw.reshape(wshape)) if need_w else None,
-                ctx.wrap(gb.reshape(wshape)) if need_b else None, None, None)
-
-
-def _layer_norm_block(xp, mm, g, xhat, rstd, w, gx, need_w, need_b):
-    """LayerNorm's backward on a block of rows: writes gx = rstd * (g w - mean(g w) - xhat mean(g w xhat))
-    when given, returns this block's (weight, bias) gradient sums (None where not wanted)."""
-    rows, n = xhat.shape
-    ones_r = xp.ones(rows, dtype=xhat.dtype)
-    t = g * xhat                                       # grad * xhat
-    gw = mm(ones_r, t) if need_w else None
-    gb = mm(ones_r, g) if need_b else None
-    if gx is not None:
-        u = xp.multiply(g, w, out=gx) if w is not None else _copy_into(xp, g, gx)    # g = grad * weight
-        ones = xp.ones(n, dtype=xhat.dtype)
-        c1 = _row_sums(xp, mm, u, ones, rstd * (1.0 / builtins.max(n, 1)))      # rstd * mean(g)
-        c2 = _row_sums(xp, mm, t, w if w is not None else ones, rstd * (1.0 / builtins.max(n, 1)))  # rstd mean(g xhat)
-        u *= rstd[:, None]                             # rstd * g - rstd mean(g) - xhat * rstd mean(g xhat)
-        u -= xp.multiply(xhat, c2[:, None], out=t)
-        u -= c1[:, None]
-    return gw, gb
-
-
-def _copy_into(xp, a, out):
-    out[...] = a
-    return out
-
 
 def _prod(shape):
     n = 1
     for s in shape:
         n *= s
     return n
-
-
-def _row_sums(xp, mm, a, v, scale):
-    """(a @ v) * scale for a (rows, n) array, in a's dtype; float16 through float32, since a sum of n
-    float16 values overflows where their mean does not (a.mean() also sums float16 in float32)."""
-    if a.dtype.itemsize < 4:
-        return (mm(a.astype(xp.float32), v.astype(xp.float32)) * scale).astype(a.dtype)
-    s = mm(a, v)
-    s *= scale
-    return s
-
-
-def _row_dot(xp, backend, a, b, scale):
-    """sum(a * b) * scale over the last axis of two (rows, n) arrays, as one pass where the backend has one
-    (backend.row_dot); float16 through float32 up to the scaled result, so the sum (n times the mean)
-    does not overflow."""
-    if a.dtype.itemsize < 4:
-        return ((a.astype(xp.float32) * b).sum(axis=-1) * scale).astype(a.dtype)
-    d = backend.row_dot(a, b)
-    d *= scale
-    return d
