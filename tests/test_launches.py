@@ -84,3 +84,20 @@ def test_no_grad_forward_of_an_elementwise_op_is_one_launch(launches):
             with count_launches() as log:
                 f()
             assert log.launches == 1, log.events
+
+
+# Python calls inside the package per op of the chain, forward + backward (benchmarks/python_calls.py). The
+# issue's target: CUDA <= the CPU. Today CUDA makes 1.75 more per op (12.18 against 10.44): CuPy's backend
+# has no weak scalars, so `h + 0.5` and `h * 1.1` go through _number, _scalar_operand and
+# CupyBackend.scalar (3 calls each, +1.5/op); and MulScalar.backward sees the typed NumPy scalar that
+# produced as "not float", takes the complex branch and records MulScalar.apply instead of the _direct
+# array path (+0.25/op).
+PYTHON_CALLS_CUDA_OVER_CPU = 1.75
+
+
+def test_python_calls_per_op_on_cuda_stay_within_todays_gap_to_the_cpu(launches):
+    from benchmarks.python_calls import per_op
+    res = per_op(("cpu", "cuda"), n_ops=40)
+    assert res["cuda"]["total"] <= res["cpu"]["total"] + PYTHON_CALLS_CUDA_OVER_CPU + 0.01, (
+        f"Python calls per op: cuda {res['cuda']['total']:.2f}, cpu {res['cpu']['total']:.2f} "
+        "(python -m benchmarks.python_calls --by-function says where)")
