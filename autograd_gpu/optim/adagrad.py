@@ -1,7 +1,7 @@
 """Adagrad with learning-rate decay and weight decay (PyTorch's update rule)."""
 from .optimizer import Optimizer, real_view
 from ..tensor import Tensor
-from .._trace_hooks import host_values
+from .._trace_hooks import active, host_values
 
 __all__ = ["Adagrad"]
 
@@ -37,6 +37,36 @@ class Adagrad(Optimizer):
                ("initial_accumulator_value", "initial_accumulator_value"), ("eps", "epsilon value"))
 
     def _update_group(self, group):
+        """One fused update per (device, dtype, step count) of the group (backend.adagrad_step); while
+        ag.compile traces, the step-by-step update, whose array ops it records."""
+        if active() is not None:
+            return self._reference_update(group)
+        lr, lr_decay = group["lr"], group["lr_decay"]
+        buckets, updated = {}, []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            a, g = p.data, p.grad.data
+            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
+                a, g = real_view(a), real_view(g, writable=False)
+            state = self.state[p] or self._init_state(p, group)
+            clr, = _count_step(state, lr, lr_decay)
+            key = (p.device, a.dtype, state["step"])
+            lists = buckets.get(key)
+            if lists is None:
+                lists = buckets[key] = (clr, [], [], [])
+            lists[1].append(a)
+            lists[2].append(g)
+            lists[3].append(real_view(state["sum"].data))
+            updated.append(p)
+        for (device, _, _), (clr, params, grads, sums) in buckets.items():
+            device.backend.adagrad_step(params, grads, sums, clr, group["weight_decay"], group["eps"],
+                                        group["maximize"])
+        for p in updated:
+            p._bump_version()
+
+    def _reference_update(self, group):
+        """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         lr, lr_decay, wd, eps, maximize = (group["lr"], group["lr_decay"], group["weight_decay"], group["eps"],
                                            group["maximize"])
         for p in group["params"]:

@@ -2,7 +2,7 @@
 import math
 
 from .optimizer import Optimizer, check_range, real_view
-from .._trace_hooks import host_values
+from .._trace_hooks import active, host_values
 from ..tensor import Tensor
 
 __all__ = ["Adam", "AdamW"]
@@ -32,6 +32,51 @@ class Adam(Optimizer):
         check_range(betas[1], "beta parameter at index 1", 0.0, 1.0)
 
     def _update_group(self, group):
+        """One fused update per (device, dtype, step count) of the group (backend.adam_step); while ag.compile
+        traces, the step-by-step update, whose array ops it records."""
+        if active() is not None:
+            return self._reference_update(group)
+        amsgrad = group["amsgrad"]
+        buckets, updated = {}, []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            a, g = p.data, p.grad.data
+            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
+                a, g = real_view(a), real_view(g, writable=False)
+            state = self.state[p]
+            if not state:
+                self._init_state(state, p, amsgrad)
+            numbers = _count_step(state, group)
+            key = (p.device, a.dtype, state["step"])
+            lists = buckets.get(key)
+            if lists is None:
+                lists = buckets[key] = (numbers, [], [], [], [], [] if amsgrad else None)
+            lists[1].append(a)
+            lists[2].append(g)
+            lists[3].append(real_view(state["exp_avg"].data))
+            lists[4].append(real_view(state["exp_avg_sq"].data))
+            if amsgrad:
+                lists[5].append(real_view(state["max_exp_avg_sq"].data))
+            updated.append(p)
+        (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
+        for (device, _, _), ((step_size, bias2, decay), params, grads, m, v, vmax) in buckets.items():
+            device.backend.adam_step(params, grads, m, v, vmax, beta1, beta2, eps, wd,
+                                     group["decoupled_weight_decay"], group["maximize"], step_size, bias2, decay)
+        for p in updated:
+            p._bump_version()
+
+    @staticmethod
+    def _init_state(state, p, amsgrad):
+        xp = p.device.backend.xp
+        state["step"] = 0
+        state["exp_avg"] = Tensor._make(xp.zeros_like(p.data), p.device)
+        state["exp_avg_sq"] = Tensor._make(xp.zeros_like(p.data), p.device)
+        if amsgrad:
+            state["max_exp_avg_sq"] = Tensor._make(xp.zeros_like(p.data), p.device)
+
+    def _reference_update(self, group):
+        """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         (beta1, beta2), eps = group["betas"], group["eps"]
         wd, amsgrad, maximize, decoupled = (group["weight_decay"], group["amsgrad"], group["maximize"],
                                             group["decoupled_weight_decay"])
@@ -46,11 +91,7 @@ class Adam(Optimizer):
                 g = -g
             state = self.state[p]
             if not state:
-                state["step"] = 0
-                state["exp_avg"] = Tensor._make(xp.zeros_like(p.data), p.device)
-                state["exp_avg_sq"] = Tensor._make(xp.zeros_like(p.data), p.device)
-                if amsgrad:
-                    state["max_exp_avg_sq"] = Tensor._make(xp.zeros_like(p.data), p.device)
+                self._init_state(state, p, amsgrad)
             # the step count lives on the host: under ag.compile every replay counts again (host_values)
             # the learning rate too: a scheduler's change needs no new trace
             step_size, bias2, decay = host_values(_count_step, state, group, dtype=a.dtype, device=p.device)

@@ -1,7 +1,7 @@
 """RMSprop, optionally centered and with momentum (PyTorch's update rule)."""
 from .optimizer import Optimizer, real_view
 from ..tensor import Tensor
-from .._trace_hooks import host_values
+from .._trace_hooks import active, host_values
 
 __all__ = ["RMSprop"]
 
@@ -20,6 +20,52 @@ class RMSprop(Optimizer):
                ("weight_decay", "weight_decay value"), ("alpha", "alpha value"))
 
     def _update_group(self, group):
+        """One fused update per (device, dtype) of the group (backend.rmsprop_step); while ag.compile traces,
+        the step-by-step update, whose array ops it records."""
+        if active() is not None:
+            return self._reference_update(group)
+        momentum, centered = group["momentum"], group["centered"]
+        buckets, updated = {}, []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            a, g = p.data, p.grad.data
+            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
+                a, g = real_view(a), real_view(g, writable=False)
+            state = self.state[p]
+            if not state:
+                self._init_state(state, p, momentum, centered)
+            _count_step(state)
+            key = (p.device, a.dtype)
+            lists = buckets.get(key)
+            if lists is None:
+                lists = buckets[key] = ([], [], [], [] if centered else None, [] if momentum > 0 else None)
+            lists[0].append(a)
+            lists[1].append(g)
+            lists[2].append(real_view(state["square_avg"].data))
+            if centered:
+                lists[3].append(real_view(state["grad_avg"].data))
+            if momentum > 0:
+                lists[4].append(real_view(state["momentum_buffer"].data))
+            updated.append(p)
+        for (device, _), (params, grads, s, gbar, bufs) in buckets.items():
+            device.backend.rmsprop_step(params, grads, s, gbar, bufs, group["lr"], group["alpha"], group["eps"],
+                                        group["weight_decay"], momentum, group["maximize"])
+        for p in updated:
+            p._bump_version()
+
+    @staticmethod
+    def _init_state(state, p, momentum, centered):
+        xp = p.device.backend.xp
+        state["step"] = 0
+        state["square_avg"] = Tensor._make(xp.zeros_like(p.data), p.device)
+        if momentum > 0:
+            state["momentum_buffer"] = Tensor._make(xp.zeros_like(p.data), p.device)
+        if centered:
+            state["grad_avg"] = Tensor._make(xp.zeros_like(p.data), p.device)
+
+    def _reference_update(self, group):
+        """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         lr, alpha, eps, wd = group["lr"], group["alpha"], group["eps"], group["weight_decay"]
         momentum, centered, maximize = group["momentum"], group["centered"], group["maximize"]
         for p in group["params"]:
@@ -33,12 +79,7 @@ class RMSprop(Optimizer):
                 g = -g
             state = self.state[p]
             if not state:
-                state["step"] = 0
-                state["square_avg"] = Tensor._make(xp.zeros_like(p.data), p.device)
-                if momentum > 0:
-                    state["momentum_buffer"] = Tensor._make(xp.zeros_like(p.data), p.device)
-                if centered:
-                    state["grad_avg"] = Tensor._make(xp.zeros_like(p.data), p.device)
+                self._init_state(state, p, momentum, centered)
             host_values(_count_step, state)     # on the host: under ag.compile every replay counts again
             if wd != 0:
                 g = g + wd * a

@@ -1,7 +1,7 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (PyTorch's update rule)."""
 from .optimizer import Optimizer
 from ..tensor import Tensor
-from .._trace_hooks import host_values
+from .._trace_hooks import active, host_values
 
 __all__ = ["SGD"]
 
@@ -25,6 +25,40 @@ class SGD(Optimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
     def _update_group(self, group):
+        """One fused update per (device, dtype) of the group (backend.sgd_step); while ag.compile traces,
+        the step-by-step update, whose array ops it records."""
+        if active() is not None:
+            return self._reference_update(group)
+        momentum = group["momentum"]
+        buckets, updated = {}, []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            buf, first = None, False
+            if momentum != 0:
+                state = self.state[p]
+                b = state.get("momentum_buffer")
+                if b is None:       # PyTorch's first step: the buffer is d itself (the kernel fills it)
+                    b = state["momentum_buffer"] = Tensor._make(p.device.backend.xp.empty_like(p.data), p.device)
+                    first = True
+                buf = b.data
+            key = (p.device, p.data.dtype, first)
+            lists = buckets.get(key)
+            if lists is None:
+                lists = buckets[key] = ([], [], [])
+            lists[0].append(p.data)
+            lists[1].append(p.grad.data)
+            lists[2].append(buf)
+            updated.append(p)
+        for (device, _, first), (params, grads, bufs) in buckets.items():
+            device.backend.sgd_step(params, grads, bufs if momentum != 0 else None, group["lr"],
+                                    group["weight_decay"], momentum, group["dampening"], group["nesterov"],
+                                    group["maximize"], first)
+        for p in updated:
+            p._bump_version()
+
+    def _reference_update(self, group):
+        """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         momentum, dampening = group["momentum"], group["dampening"]
         wd, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
         neg_lr = {}                 # -lr by (dtype, device): read once a group (under ag.compile one step)

@@ -1,9 +1,342 @@
-"""Fused kernels: optimizer updates (one multi-tensor update per parameter group and step). See backends/kernels/__init__.py for the contract."""
+"""Fused kernels: optimizer updates (SGD, Adam/AdamW, RMSprop, Adagrad). See backends/kernels/__init__.py
+for the contract.
+
+Each method takes one bucket of a parameter group: lists of same-dtype arrays on one device (parameters,
+their gradients and their state buffers, all updated in place) and the group's numbers as Python
+floats, and equals the step-by-step update of optim/ (``Optimizer._reference_update``) up to float
+rounding. The optimizer makes one call per (device, dtype) of a group and step (Adam and Adagrad: also
+per step count, which is equal for all parameters unless some skipped steps), so an implementation is
+free to treat the bucket as one multi-tensor update.
+
+What runs:
+- NumPy: one parameter after another, in place with ``out=`` into one scratch array per call (the
+  step-by-step code allocates one to three temporaries a parameter), the same passes in the same order
+  otherwise; SGD's step stays one MKL ?axpy (``self.axpy``). Adam and the others keep NumPy's
+  single-threaded passes: on the shared 2-core machine under load, Adam with three threaded MKL axpys a
+  parameter took from the same time as NumPy's passes to 20 times as long from run to run (OpenMP
+  threads waiting on a busy core); NumPy's passes did not vary so.
+- CuPy: one ElementwiseKernel launch per parameter doing the whole update, each kernel built once per
+  (dtype, options) and cached; the numbers are kernel arguments, so a scheduler changing lr builds
+  nothing. Counted on the stand-in (count_launches) for the MLP 784-512-512-10 (6 parameters), launches
+  a step, step by step -> fused: SGD 12 -> 6, SGD Nesterov with weight decay 48 -> 6, Adam 78 -> 6,
+  AdamW with AMSGrad 90 -> 6, RMSprop centered with momentum 96 -> 6, Adagrad with weight decay 54 -> 6.
+  ``zero_grad()`` launches nothing (set_to_none=True, the default, as in PyTorch).
+
+Why not one launch for all parameters of a group (what PyTorch's fused=True does): it needs either
+(a) a kernel that reaches every parameter through a table (CuPy's own ``concatenate`` kernel indexes
+``reinterpret_cast<T*>(ptrs[k])``; PyTorch passes the pointers as kernel arguments), or (b) parameters,
+gradients and state kept in one flat buffer per dtype and device. (a) is outside the C subset the CuPy
+stand-in evaluates (no pointers, no ``raw`` indexing), so it could not be tested here. (b) makes every
+``p.data`` a view into the optimizer's buffer (re-homed at the first step, again after a user's
+``p.data = ...``, ``module.to()`` or a load; ag.compile's CUDA graphs read parameters by address), and
+the gradients still arrive as separate arrays from backward, so each step first gathers them:
+``cupy.concatenate`` copies one array per launch for up to 8 arrays (more take its pointer kernel plus
+three host-to-device copies), unless backward itself wrote them into the buffer (autograd's engine
+would have to own that; with set_to_none=False it already adds into an existing .grad in place, at one
+launch a parameter). Counted for the MLP: (b) makes 6 copies + 1 update = 7 launches a step, this
+per-parameter kernel 6. The list signatures keep (a) open: a multi-tensor kernel replaces the loop in
+CupyOptim without touching optim/.
+"""
+import numpy as np
+
+__all__ = ["NumpyOptim", "CupyOptim"]
+
+
+# -- the array-op implementations (NumPy; on CuPy for dtypes without a kernel: complex SGD) --------------
+def _scratch(xp, arrays):
+    """One array big enough for the largest of ``arrays``; ``view(a)`` is its first a.size elements in a's
+    shape, used as ``out=`` (a 0-d product without out= would be a scalar)."""
+    n = max((a.size for a in arrays), default=0)
+    buf = xp.empty(n, dtype=arrays[0].dtype) if arrays else None
+    return lambda a: buf[:a.size].reshape(a.shape)
+
+
+def _direction(xp, a, g, weight_decay, maximize):
+    """(d, owned): d = -g if maximize, plus weight_decay * a; owned says whether d is a new array (made with
+    out=: a 0-d result would be a scalar, which in-place updates do not write through)."""
+    if weight_decay != 0:
+        d = xp.multiply(a, weight_decay, out=xp.empty_like(a))       # wd * a + g == g + wd * a exactly
+        if maximize:
+            d -= g
+        else:
+            d += g
+        return d, True
+    if maximize:
+        return xp.negative(g, out=xp.empty_like(g)), True
+    return g, False
+
+
+def _sgd(xp, axpy, params, grads, bufs, lr, weight_decay, momentum, dampening, nesterov, maximize, first):
+    for i, (a, g) in enumerate(zip(params, grads)):
+        d, owned = _direction(xp, a, g, weight_decay, maximize)
+        if momentum != 0:
+            b = bufs[i]
+            if first:
+                xp.copyto(b, d)
+            else:
+                b *= momentum
+                if dampening == 0:
+                    b += d
+                else:
+                    b += (1 - dampening) * d
+            if nesterov:
+                if owned:
+                    d += momentum * b
+                else:
+                    d = xp.multiply(b, momentum, out=xp.empty_like(b))
+                    d += g
+            else:
+                d = b
+        axpy(a, -lr, d)
+
+
+def _adam(xp, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, beta1, beta2, eps, weight_decay,
+          decoupled, maximize, step_size, bias2, decay):
+    tmp_of = _scratch(xp, params)
+    for i, (a, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+        if weight_decay != 0 and decoupled:
+            a *= decay
+            g, _ = _direction(xp, a, g, 0, maximize)
+        else:
+            g, _ = _direction(xp, a, g, weight_decay, maximize)
+        tmp = tmp_of(a)
+        m *= beta1
+        xp.multiply(g, 1 - beta1, out=tmp)
+        m += tmp
+        v *= beta2
+        xp.multiply(g, g, out=tmp)
+        tmp *= 1 - beta2
+        v += tmp
+        if max_exp_avg_sqs is not None:
+            vmax = max_exp_avg_sqs[i]
+            xp.maximum(vmax, v, out=vmax)
+            v = vmax
+        xp.sqrt(v, out=tmp)
+        tmp /= bias2
+        tmp += eps
+        xp.divide(m, tmp, out=tmp)
+        tmp *= step_size
+        a -= tmp
+
+
+def _rmsprop(xp, params, grads, square_avgs, grad_avgs, momentum_bufs, lr, alpha, eps, weight_decay,
+             momentum, maximize):
+    tmp_of = _scratch(xp, params)
+    for i, (a, g, s) in enumerate(zip(params, grads, square_avgs)):
+        g, _ = _direction(xp, a, g, weight_decay, maximize)
+        avg = tmp_of(a)
+        s *= alpha
+        xp.multiply(g, g, out=avg)
+        avg *= 1 - alpha
+        s += avg
+        if grad_avgs is not None:
+            gbar = grad_avgs[i]
+            gbar *= alpha
+            xp.multiply(g, 1 - alpha, out=avg)
+            gbar += avg
+            xp.multiply(gbar, gbar, out=avg)
+            xp.subtract(s, avg, out=avg)
+            xp.sqrt(avg, out=avg)
+        else:
+            xp.sqrt(s, out=avg)
+        avg += eps
+        xp.divide(g, avg, out=avg)
+        if momentum_bufs is not None:
+            buf = momentum_bufs[i]
+            buf *= momentum
+            buf += avg
+            xp.multiply(buf, lr, out=avg)
+        else:
+            avg *= lr
+        a -= avg
+
+
+def _adagrad(xp, params, grads, sums, clr, weight_decay, eps, maximize):
+    tmp_of = _scratch(xp, params)
+    for a, g, s in zip(params, grads, sums):
+        g, _ = _direction(xp, a, g, weight_decay, maximize)
+        tmp = tmp_of(a)
+        xp.multiply(g, g, out=tmp)
+        s += tmp
+        xp.sqrt(s, out=tmp)
+        tmp += eps
+        xp.divide(g, tmp, out=tmp)
+        tmp *= clr
+        a -= tmp
 
 
 class NumpyOptim:
     """NumPy implementations (mixed into NumpyBackend)."""
 
+    def sgd_step(self, params, grads, bufs, lr, weight_decay=0.0, momentum=0.0, dampening=0.0, nesterov=False,
+                 maximize=False, first=False):
+        """SGD on every array of ``params`` in place: d = g (-g if maximize) + weight_decay * p; with momentum
+        b = d (``first``: b is uninitialised) or momentum * b + (1 - dampening) * d, then d = d + momentum * b
+        (nesterov) or b; p -= lr * d. ``bufs``: the momentum buffers (None without momentum). Equals the
+        unfused update of optim/sgd.py."""
+        _sgd(np, self.axpy, params, grads, bufs, lr, weight_decay, momentum, dampening, nesterov, maximize, first)
+
+    def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, beta1, beta2, eps, weight_decay,
+                  decoupled, maximize, step_size, bias2, decay):
+        """Adam on every array in place: m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2 (vmax = max(vmax, v)
+        where ``max_exp_avg_sqs`` is given, AMSGrad); p -= step_size * m / (sqrt(v) / bias2 + eps), with
+        step_size = lr / (1 - b1^t) and bias2 = sqrt(1 - b2^t). Weight decay adds weight_decay * p to g, or
+        (``decoupled``, AdamW) first scales p by ``decay`` = 1 - lr * weight_decay. Equals optim/adam.py."""
+        _adam(np, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, beta1, beta2, eps,
+              weight_decay, decoupled, maximize, step_size, bias2, decay)
+
+    def rmsprop_step(self, params, grads, square_avgs, grad_avgs, momentum_bufs, lr, alpha, eps, weight_decay,
+                     momentum, maximize):
+        """RMSprop on every array in place: s = alpha s + (1 - alpha) g^2; avg = sqrt(s - gbar^2) + eps with
+        gbar = alpha gbar + (1 - alpha) g where ``grad_avgs`` is given (centered), else sqrt(s) + eps;
+        b = momentum b + g / avg, p -= lr b where ``momentum_bufs`` is given, else p -= lr g / avg. Equals
+        optim/rmsprop.py."""
+        _rmsprop(np, params, grads, square_avgs, grad_avgs, momentum_bufs, lr, alpha, eps,
+                 weight_decay, momentum, maximize)
+
+    def adagrad_step(self, params, grads, sums, clr, weight_decay, eps, maximize):
+        """Adagrad on every array in place: s += g^2; p -= clr g / (sqrt(s) + eps), clr the step's decayed
+        learning rate. Equals optim/adagrad.py."""
+        _adagrad(np, params, grads, sums, clr, weight_decay, eps, maximize)
+
+
+# -- CuPy: one ElementwiseKernel per parameter ------------------------------------------------------------
+# Bodies use only assignments to the declared outputs, + - * /, sqrt, parentheses, a ternary (AMSGrad's
+# max) and the parameter names (the numbers are parameters too, no literals): plain CUDA C inside the
+# subset the CuPy stand-in evaluates (testing/cupy_standin/_csubset.py). The direction
+# d = -g (maximize) + wd * p is spelled inline where it is used, always before p is written.
+_KERNELS = {}
+_CTYPES = {"float16": "float16", "float32": "float32", "float64": "float64"}
+
+
+def _d(weight_decay, maximize):
+    g = "(-g)" if maximize else "g"
+    return f"({g} + wd * p)" if weight_decay else g
+
+
+def _sgd_source(wd, maximize, momentum, dampened, nesterov, first):
+    d = _d(wd, maximize)
+    ins = ["g", "lr"] + (["wd"] if wd else []) + (["momentum"] if momentum else []) + (["dampc"] if dampened else [])
+    outs = ["p"] + (["buf"] if momentum else [])
+    if not momentum:
+        return ins, outs, f"p = p - lr * {d};"
+    if first:
+        body = f"buf = {d};"
+    else:
+        body = f"buf = momentum * buf + {'dampc * ' if dampened else ''}{d};"
+    body += f" p = p - lr * ({d} + momentum * buf);" if nesterov else " p = p - lr * buf;"
+    return ins, outs, body
+
+
+def _adam_source(wd, decoupled, maximize, amsgrad):
+    d = _d(wd and not decoupled, maximize)
+    ins = ["g", "b1", "omb1", "b2", "omb2", "eps", "step_size", "bias2"]
+    ins += (["decay"] if decoupled else ["wd"]) if wd else []
+    outs = ["p", "m", "v"] + (["vmax"] if amsgrad else [])
+    body = f"m = b1 * m + omb1 * {d}; v = b2 * v + {d} * {d} * omb2;"
+    if amsgrad:
+        body += " vmax = vmax < v ? v : vmax;"
+    p = "p * decay" if wd and decoupled else "p"
+    body += f" p = {p} - step_size * (m / (sqrt({'vmax' if amsgrad else 'v'}) / bias2 + eps));"
+    return ins, outs, body
+
+
+def _rmsprop_source(wd, maximize, centered, momentum):
+    d = _d(wd, maximize)
+    ins = ["g", "lr", "alpha", "oma", "eps"] + (["wd"] if wd else []) + (["momentum"] if momentum else [])
+    outs = ["p", "s"] + (["gbar"] if centered else []) + (["buf"] if momentum else [])
+    body = f"s = alpha * s + {d} * {d} * oma;"
+    if centered:
+        body += f" gbar = alpha * gbar + oma * {d};"
+        avg = "(sqrt(s - gbar * gbar) + eps)"
+    else:
+        avg = "(sqrt(s) + eps)"
+    if momentum:
+        body += f" buf = momentum * buf + {d} / {avg}; p = p - lr * buf;"
+    else:
+        body += f" p = p - lr * ({d} / {avg});"
+    return ins, outs, body
+
+
+def _adagrad_source(wd, maximize):
+    d = _d(wd, maximize)
+    ins = ["g", "clr", "eps"] + (["wd"] if wd else [])
+    return ins, ["p", "s"], f"s = s + {d} * {d}; p = p - clr * ({d} / (sqrt(s) + eps));"
+
 
 class CupyOptim:
-    """CuPy implementations (mixed into CupyBackend): kernels built once per dtype and cached."""
+    """CuPy implementations (mixed into CupyBackend): one kernel launch per non-empty parameter, kernels
+    built once per dtype and options and cached. Other dtypes than float16/32/64 (complex SGD: the other optimizers
+    update complex parameters as float pairs) take the array ops of NumpyOptim on CuPy."""
+
+    def _optim_kernel(self, family, dtype, source, flags):
+        key = (family, dtype.name, flags)
+        k = _KERNELS.get(key, False)
+        if k is False:
+            ins, outs, body = source(*flags)
+            t = _CTYPES.get(dtype.name)
+            k = None if t is None else self.xp.ElementwiseKernel(
+                ", ".join(f"{t} {n}" for n in ins), ", ".join(f"{t} {n}" for n in outs), body,
+                f"ag_{family}_{t}_" + "".join("1" if f else "0" for f in flags))
+            _KERNELS[key] = k
+        return k
+
+    def sgd_step(self, params, grads, bufs, lr, weight_decay=0.0, momentum=0.0, dampening=0.0, nesterov=False,
+                 maximize=False, first=False):
+        """As NumpyOptim.sgd_step: one launch per parameter."""
+        flags = (weight_decay != 0, bool(maximize), momentum != 0, dampening != 0, bool(nesterov), bool(first))
+        with self._cuda_device:
+            k = self._optim_kernel("sgd", params[0].dtype, _sgd_source, flags) if params else None
+            if k is None:
+                return _sgd(self.xp, self.axpy, params, grads, bufs, lr, weight_decay, momentum, dampening,
+                            nesterov, maximize, first)
+            nums = [lr] + ([weight_decay] if flags[0] else []) + ([momentum] if flags[2] else []) + \
+                ([1 - dampening] if flags[3] else [])
+            for i, (a, g) in enumerate(zip(params, grads)):
+                if a.size:
+                    k(g, *nums, a, *((bufs[i],) if flags[2] else ()))
+
+    def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, beta1, beta2, eps, weight_decay,
+                  decoupled, maximize, step_size, bias2, decay):
+        """As NumpyOptim.adam_step: one launch per parameter."""
+        amsgrad = max_exp_avg_sqs is not None
+        flags = (weight_decay != 0, bool(decoupled), bool(maximize), amsgrad)
+        with self._cuda_device:
+            k = self._optim_kernel("adam", params[0].dtype, _adam_source, flags) if params else None
+            if k is None:
+                return _adam(self.xp, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, beta1,
+                             beta2, eps, weight_decay, decoupled, maximize, step_size, bias2, decay)
+            nums = [beta1, 1 - beta1, beta2, 1 - beta2, eps, step_size, bias2]
+            if flags[0]:
+                nums.append(decay if decoupled else weight_decay)
+            for i, (a, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+                if a.size:
+                    k(g, *nums, a, m, v, *((max_exp_avg_sqs[i],) if amsgrad else ()))
+
+    def rmsprop_step(self, params, grads, square_avgs, grad_avgs, momentum_bufs, lr, alpha, eps, weight_decay,
+                     momentum, maximize):
+        """As NumpyOptim.rmsprop_step: one launch per parameter."""
+        centered, mom = grad_avgs is not None, momentum_bufs is not None
+        flags = (weight_decay != 0, bool(maximize), centered, mom)
+        with self._cuda_device:
+            k = self._optim_kernel("rmsprop", params[0].dtype, _rmsprop_source, flags) if params else None
+            if k is None:
+                return _rmsprop(self.xp, params, grads, square_avgs, grad_avgs, momentum_bufs, lr,
+                                alpha, eps, weight_decay, momentum, maximize)
+            nums = [lr, alpha, 1 - alpha, eps] + ([weight_decay] if flags[0] else []) + ([momentum] if mom else [])
+            for i, (a, g, s) in enumerate(zip(params, grads, square_avgs)):
+                if a.size:
+                    k(g, *nums, a, s, *((grad_avgs[i],) if centered else ()),
+                      *((momentum_bufs[i],) if mom else ()))
+
+    def adagrad_step(self, params, grads, sums, clr, weight_decay, eps, maximize):
+        """As NumpyOptim.adagrad_step: one launch per parameter."""
+        flags = (weight_decay != 0, bool(maximize))
+        with self._cuda_device:
+            k = self._optim_kernel("adagrad", params[0].dtype, _adagrad_source, flags) if params else None
+            if k is None:
+                return _adagrad(self.xp, params, grads, sums, clr, weight_decay, eps, maximize)
+            nums = [clr, eps] + ([weight_decay] if flags[0] else [])
+            for a, g, s in zip(params, grads, sums):
+                if a.size:
+                    k(g, *nums, a, s)
