@@ -1,9 +1,299 @@
-"""Fused kernels: cross-entropy / nll / log-softmax / softmax forward and backward. See backends/kernels/__init__.py for the contract."""
+"""Fused kernels: cross-entropy / nll / log-softmax / softmax forward and backward. See backends/kernels/__init__.py
+for the contract.
+
+The losses take 2-D input (N, C) with N, C > 0, class indices t (N,) and no class weights or label
+smoothing (the ops fall back to their composed form otherwise). ``reduction`` is PyTorch's 'mean', 'sum' or
+'none'; targets equal to ``ignore_index`` contribute nothing and 'mean' divides by the number of the others
+(every target ignored: nan, with a zero gradient). A target out of [0, C) raises ``IndexError(message)``,
+"{value}" in the message replaced by the offending target (the lowest when one is negative, else the
+highest): on the CPU at once, on a GPU at the next synchronisation, written into the backend's pending-check
+array by a kernel of the loss itself. The forward returns ``(loss, state)``; the backward takes ``state``
+(opaque arrays) and returns the input's gradient.
+"""
+import numpy as np
+
+_BIG = 1 << 62          # the check's key: a negative target t becomes _BIG - t, above every class index
+
+
+# --------------------------------------------------------------------------- NumPy
+def _shifted(a, dim):
+    """a - max(a) along dim (a row that is all -inf or holds +inf shifts by 0, as the composed ops did)."""
+    if a.ndim == 2 and dim in (1, -1) and a.shape[1] <= 64 and a.shape[0] >= 16:
+        # NumPy reduces short rows one by one (7.4 us for (128, 10) float32); the transposed copy
+        # reduced along its first axis is one vectorised pass (1.7 us), with the same maxima
+        m = np.ascontiguousarray(a.T).max(axis=0)[:, None]
+    else:
+        m = a.max(axis=dim, keepdims=True)
+    return a - np.where(np.isfinite(m), m, 0)
+
+
+def _scale(coef, reduction):
+    """Each element's factor in the reduced loss: coef (valid targets 1, ignored 0), divided by their sum
+    for 'mean' (a zero sum: zeros, so the gradient is 0, not nan)."""
+    if reduction != "mean":
+        return coef
+    total = coef.sum()
+    return coef / total if total else coef
+
+
+def _reduce(losses, coef, reduction):
+    if reduction == "none":
+        return losses
+    out = losses.sum()
+    if reduction == "mean":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = out / coef.sum()             # every target ignored: nan, as in PyTorch
+    return out
 
 
 class NumpyLosses:
     """NumPy implementations (mixed into NumpyBackend)."""
 
+    def log_softmax(self, x, dim):
+        """x - logsumexp(x) along dim, shifted by the max (= LogSoftmax's composed arithmetic)."""
+        if x.shape[dim] == 0:
+            return x.copy()
+        s = _shifted(x, dim)
+        e = np.exp(s)
+        s -= np.log(e.sum(axis=dim, keepdims=True))
+        return s
+
+    def log_softmax_backward(self, grad, y, dim):
+        """grad - exp(y) * sum(grad) along dim, for y = log_softmax(x)."""
+        out = np.exp(y)
+        out *= grad.sum(axis=dim, keepdims=True)
+        return np.subtract(grad, out, out=out)
+
+    def softmax(self, x, dim):
+        """exp(x) / sum(exp(x)) along dim, shifted by the max."""
+        if x.shape[dim] == 0:
+            return x.copy()
+        e = np.exp(_shifted(x, dim), out=None)
+        e /= e.sum(axis=dim, keepdims=True)
+        return e
+
+    def softmax_backward(self, grad, y, dim):
+        """y * (grad - sum(grad * y)) along dim, for y = softmax(x): (grad y) - y sum(grad y)."""
+        gy = grad * y
+        s = gy.sum(axis=dim, keepdims=True)
+        s = y * s
+        return np.subtract(gy, s, out=gy)
+
+
+    def nll_loss(self, logp, t, valid, reduction):
+        """-logp[i, t_i] reduced (NllLoss's arithmetic), for range-checked targets ``t`` (ignored ones at 0)
+        and ``valid`` (False where ignored); returns (loss, *state) for nll_loss_backward."""
+        safe = t
+        coef = valid.astype(logp.dtype)
+        idx = safe[:, None]
+        losses = np.take_along_axis(logp, idx, axis=1).reshape(coef.shape) * -coef
+        return _reduce(losses, coef, reduction), idx, _scale(coef, reduction)
+
+    def nll_loss_backward(self, grad, logp, t, valid, state, reduction):
+        """-grad * scale_i at each row's target column, zeros elsewhere (state: nll_loss's arrays)."""
+        idx, scale = state
+        out = np.zeros(logp.shape, dtype=scale.dtype)
+        out[np.arange(len(idx)), idx[:, 0]] = grad * -scale       # one target per row: no accumulation
+        return out
+
+    def cross_entropy(self, x, t, valid, reduction):
+        """nll_loss(log_softmax(x, 1), t) (the same arithmetic); returns (loss, *state)."""
+        logp = self.log_softmax(x, 1)
+        loss, idx, scale = self.nll_loss(logp, t, valid, reduction)
+        return loss, logp, idx, scale
+
+    def cross_entropy_backward(self, grad, x, t, valid, state, reduction):
+        """(softmax(x) - onehot(t)) * grad * scale_i: nll_loss's then log_softmax's backward, in two passes."""
+        logp, idx, scale = state
+        g = grad * scale
+        out = np.exp(logp)
+        out *= g.reshape(idx.shape)
+        out[np.arange(len(idx)), idx[:, 0]] -= g                   # one target per row
+        return out
+
+
+# --------------------------------------------------------------------------- CuPy
+_kernels = {}           # (cupy module, kernel, dtypes) -> the kernel, built once
+_CTYPE = {"float32": "float", "float64": "double"}
+
+# the max shift, as the CPU's: a row whose max is not finite shifts by 0 (m - m is 0 only for finite m)
+_M = "(m - m == 0 ? m : 0)"
+
+
+def _kernel(cp, kind, dts, make):
+    key = (cp, kind, dts)
+    k = _kernels.get(key)
+    if k is None:
+        k = _kernels[key] = make(*dts)
+    return k
+
+
+def _ew(cp, kind, dts, ins, out, body):
+    """An ElementwiseKernel; ``{0}``, ``{1}`` are the dtypes ``dts`` in its parameters, their C types in its body."""
+    return _kernel(cp, kind, dts, lambda *d: cp.ElementwiseKernel(ins.format(*d), out.format(*d),
+                                                                     body.format(*(_CTYPE.get(t, t) for t in d)),
+                                                                     f"ag_{kind}"))
+
+
+def _red(cp, kind, dts, ins, out, expr):
+    """A sum of ``expr`` (ReductionKernel), accumulated in the output's dtype."""
+    def make(*d):
+        otype, oname = out.format(*d).split()
+        return cp.ReductionKernel(ins.format(*d), f"{otype} {oname}", expr, "a + b", f"{oname} = a", "0",
+                                  f"ag_{kind}", reduce_type=otype)
+    return _kernel(cp, kind, dts, make)
+
 
 class CupyLosses:
-    """CuPy implementations (mixed into CupyBackend): kernels built once per dtype and cached."""
+    """CuPy implementations (mixed into CupyBackend): kernels built once per dtype and cached. Launches per
+    call (N, C > 0): log_softmax/softmax 3 forward (row max, row sum, result), 2 backward (row sum, result);
+    nll_loss 4 forward (3 of them the check) + 1 for 'mean', 1 backward; cross_entropy 6 forward + 1 for
+    'mean', 1 backward."""
+
+    def _index_targets(self, t):
+        """t as int32 or int64 (the kernels are built for those; other integer dtypes are cast, one launch)."""
+        return t if t.dtype.name in ("int32", "int64") else t.astype(np.int64)
+
+    # -- index checks, written into the pending-check array (cupy_backend.assert_all's slot) ----------------
+    def check_range(self, a, low, high, exc_type, message):
+        """Backend.check_range in three launches instead of base.py's sixteen: one key per entry (a when
+        a >= low, _BIG + low - a below), its max, and one 2-element kernel that records (code, offending
+        entry: the lowest when one is below low, else the highest) when the max is >= high and no other
+        check failed first. Signed integer arrays; others take base.py's way."""
+        if a.dtype.kind != "i" or a.dtype.name not in ("int8", "int16", "int32", "int64"):
+            return super().check_range(a, low, high, exc_type, message)
+        if not a.size:
+            return
+        cp = self.xp
+        code = self._codes.get((exc_type, message))
+        if code is None:
+            code = self._codes[(exc_type, message)] = len(self._messages)
+            self._messages.append((exc_type, message))
+        with self._cuda_device:
+            key = _ew(cp, "range_key", (a.dtype.name,), "{0} a, int64 low, int64 big", "int64 k",
+                      "k = a < low ? big + (low - a) : a")(a, low, _BIG)
+            kmax = key.max()
+            slot = self._loss_const("slot", 2)
+            # e0, the first slot as it was: CuPy copies an input overlapping the output before the launch (a
+            # device copy), so slot 1 sees the old code too and the first failing check keeps its message
+            flag = _ew(cp, "range_flag", (), "int64 e, int64 e0, int64 slot, int64 k, int64 low, int64 high, "
+                       "int64 big, int64 code", "int64 r",
+                       "r = (k >= high && e0 == 0) ? (slot == 0 ? code : (k >= big ? low - (k - big) : k)) : e")
+            err = self._err
+            if err is None:
+                self._err = flag(0, 0, slot, kmax, low, high, _BIG, code)
+            else:
+                flag(err, err[:1], slot, kmax, low, high, _BIG, code, err)
+
+
+    def _loss_const(self, what, n):
+        """arange(n) (int64) on this device, made once: the class index j of a (1, C) operand."""
+        cache = self.__dict__.setdefault("_loss_consts", {})
+        a = cache.get((what, n))
+        if a is None:
+            with self._cuda_device:
+                a = cache[(what, n)] = self.xp.arange(n, dtype=np.int64)
+        return a
+
+    def _count(self, valid, dt):
+        """The number of targets not ignored, as a 0-d array of dt (one launch)."""
+        return _red(self.xp, "count_valid", (dt,), "bool v", "{0} y", "v ? 1 : 0")(valid)
+
+    # -- log_softmax / softmax -----------------------------------------------------------------------------
+    def _row_stats(self, x, dim):
+        """(max along dim, sum of exp(x - shift) along dim), both keepdims."""
+        cp = self.xp
+        dt = x.dtype.name
+        m = x.max(axis=dim, keepdims=True)
+        s = _red(cp, "sumexp", (dt,), "{0} x, {0} m", "{0} y", f"exp(x - {_M})")(x, m, axis=dim, keepdims=True)
+        return m, s
+
+    def log_softmax(self, x, dim):
+        """x - logsumexp(x) along dim, shifted by the max (= LogSoftmax's composed arithmetic). 3 launches."""
+        if x.shape[dim] == 0 or x.size == 0:
+            return x.copy()
+        m, s = self._row_stats(x, dim)
+        return _ew(self.xp, "log_softmax", (x.dtype.name,), "{0} x, {0} m, {0} s", "{0} y",
+                   f"y = x - {_M} - log(s)")(x, m, s)
+
+    def log_softmax_backward(self, grad, y, dim):
+        """grad - exp(y) * sum(grad) along dim, for y = log_softmax(x). 2 launches."""
+        gs = grad.sum(axis=dim, keepdims=True)
+        return _ew(self.xp, "log_softmax_bw", (y.dtype.name,), "{0} g, {0} y, {0} gs", "{0} r",
+                   "r = g - exp(y) * gs")(grad, y, gs)
+
+    def softmax(self, x, dim):
+        """exp(x) / sum(exp(x)) along dim, shifted by the max. 3 launches."""
+        if x.shape[dim] == 0 or x.size == 0:
+            return x.copy()
+        m, s = self._row_stats(x, dim)
+        return _ew(self.xp, "softmax", (x.dtype.name,), "{0} x, {0} m, {0} s", "{0} y",
+                   f"y = exp(x - {_M}) / s")(x, m, s)
+
+    def softmax_backward(self, grad, y, dim):
+        """y * (grad - sum(grad * y)) along dim, for y = softmax(x). 2 launches."""
+        dt = y.dtype.name
+        gs = _red(self.xp, "dot_rows", (dt,), "{0} g, {0} y", "{0} r", "g * y")(grad, y, axis=dim, keepdims=True)
+        return _ew(self.xp, "softmax_bw", (dt,), "{0} g, {0} y, {0} gs", "{0} r", "r = y * (g - gs)")(grad, y, gs)
+
+    # -- nll_loss / cross_entropy ---------------------------------------------------------------------------
+    def _reduce_args(self, valid, reduction, dt):
+        """(reduction axis, divisor) of the loss kernels: 'mean' divides by the count of valid targets."""
+        if reduction == "none":
+            return 1, 1
+        return None, (self._count(valid, dt) if reduction == "mean" else 1)
+
+    def nll_loss(self, logp, t, valid, reduction):
+        """-logp[i, t_i] reduced, in one reduction over (N, C) (+ the count of valid targets for 'mean');
+        returns (loss, *state) for nll_loss_backward (t: checked targets, ignored ones at 0; valid: not ignored)."""
+        t = self._index_targets(t)
+        cp, dt, it = self.xp, logp.dtype.name, t.dtype.name
+        n, c = logp.shape
+        tc = t.reshape(n, 1)
+        j = self._loss_const("classes", c)
+        axis, div = self._reduce_args(valid, reduction, dt)
+        loss = _red(cp, "nll", (dt, it), "{0} p, {1} t, int64 j, bool v, {0} n, {0} nan", "{0} y",
+                    "(j == t && v) ? -p / n : (n == 0 ? nan : 0)")(logp, tc, j, valid.reshape(n, 1), div,
+                                                                           float("nan"), axis=axis)
+        return loss, (None if div.__class__ is int else div)
+
+    def nll_loss_backward(self, grad, logp, t, valid, state, reduction):
+        """-grad / n at each valid row's target column, zeros elsewhere. 1 launch."""
+        t = self._index_targets(t)
+        div, = state
+        n, c = logp.shape
+        g = grad.reshape(n, 1) if reduction == "none" else grad
+        return _ew(self.xp, "nll_bw", (logp.dtype.name, t.dtype.name), "{0} g, {1} t, int64 j, bool v, {0} n",
+                   "{0} r", "r = (j == t && v) ? -g / n : 0")(
+                       g, t.reshape(n, 1), self._loss_const("classes", c), valid.reshape(n, 1), 1 if div is None else div)
+
+    def cross_entropy(self, x, t, valid, reduction):
+        """nll_loss(log_softmax(x, 1), t) without log_softmax's result: the row max, the row sum of exp and
+        one reduction of -(x - m - log(s))[i, t_i] (+ the count for 'mean'), the two ops' arithmetic, so the
+        loss is theirs bit for bit; returns (loss, m, s, count)."""
+        t = self._index_targets(t)
+        cp, dt, it = self.xp, x.dtype.name, t.dtype.name
+        n, c = x.shape
+        tc = t.reshape(n, 1)
+        j = self._loss_const("classes", c)
+        m, s = self._row_stats(x, 1)
+        axis, div = self._reduce_args(valid, reduction, dt)
+        loss = _red(cp, "cross_entropy", (dt, it),
+                    "{0} x, {0} m, {0} s, {1} t, int64 j, bool v, {0} n, {0} nan", "{0} y",
+                    f"(j == t && v) ? -(x - {_M} - log(s)) / n : (n == 0 ? nan : 0)")(
+                        x, m, s, tc, j, valid.reshape(n, 1), div, float("nan"), axis=axis)
+        return loss, m, s, (None if div.__class__ is int else div)
+
+    def cross_entropy_backward(self, grad, x, t, valid, state, reduction):
+        """(softmax(x) - onehot(t)) * grad / n on valid rows, 0 on ignored ones. 1 launch. Written as
+        nll_loss_backward then log_softmax_backward (gs, the row's sum, is its one nonzero term), so the
+        gradient is the two ops' bit for bit."""
+        t = self._index_targets(t)
+        m, s, div = state
+        n, c = x.shape
+        g = grad.reshape(n, 1) if reduction == "none" else grad
+        return _ew(self.xp, "cross_entropy_bw", (x.dtype.name, t.dtype.name),
+                   "{0} g, {0} x, {0} m, {0} s, {1} t, int64 j, bool v, {0} n", "{0} r",
+                   f"{{0}} gs = v ? -g / n : 0; r = (j == t ? gs : 0) - exp(x - {_M} - log(s)) * gs")(
+                       g, x, m, s, t.reshape(n, 1), self._loss_const("classes", c), valid.reshape(n, 1),
+                       1 if div is None else div)

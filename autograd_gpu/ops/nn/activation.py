@@ -11,7 +11,7 @@ from .._util import as_tensor, normalize_dim
 from .. import batching
 from ..batching import _wrap, _union, _expand
 from ..registry import register, OpTest
-from ._args import _HOST, _inplace_result
+from ._args import _inplace_result
 
 _AG_ACTIVATION = "F's form of the ag op (its op-table entries test the math); inplace= and the re-export in " \
                  "tests/test_functional.py::test_activation_reexports_and_inplace"
@@ -69,31 +69,13 @@ def tanh(input):
     return _tanh(input)
 
 
-def _shifted(xp, a, dim):
-    """a - max(a) along dim (rows that are all -inf shift by 0, giving nan like PyTorch, not a warning)."""
-    if a.__class__ is _HOST and a.ndim == 2 and dim in (1, -1) and a.shape[1] <= 64 and a.shape[0] >= 16:
-        # NumPy reduces short rows one by one (7.4 us for (128, 10) float32); the transposed copy
-        # reduced along its first axis is one vectorised pass (1.7 us), with the same maxima
-        m = xp.ascontiguousarray(a.T).max(axis=0)[:, None]
-    else:
-        m = a.max(axis=dim, keepdims=True)
-    return a - xp.where(xp.isfinite(m), m, 0)
-
-
-def _log_softmax_array(xp, a, dim):
-    if a.shape[dim] == 0:
-        return a.copy()
-    s = _shifted(xp, a, dim)
-    return s - xp.log(xp.exp(s).sum(axis=dim, keepdims=True))
-
-
 class LogSoftmax(Function):
     # fused: shift by the max so exp cannot overflow; logsumexp of the shifted row is log(sum) >= 0
     batch_rule = batching.unary_axis(1)
 
     @staticmethod
     def forward(ctx, x, dim):
-        y = ctx.wrap(_log_softmax_array(ctx.xp, x.data, dim))
+        y = ctx.wrap(ctx.device.backend.log_softmax(x.data, dim))     # (one fused pass per row on a GPU)
         ctx.dim = dim
         ctx.save_for_backward(y)
         return y
@@ -102,8 +84,7 @@ class LogSoftmax(Function):
     def backward(ctx, grad):
         y, = ctx.saved_tensors
         if ctx._direct():                  # LogSoftmaxBackward's forward, on arrays
-            g = grad.data
-            return ctx.wrap(g - ctx.xp.exp(y.data) * g.sum(axis=ctx.dim, keepdims=True)), None
+            return ctx.wrap(ctx.device.backend.log_softmax_backward(grad.data, y.data, ctx.dim)), None
         return LogSoftmaxBackward.apply(grad, y, ctx.dim), None
 
 
@@ -123,8 +104,7 @@ class LogSoftmaxBackward(Function):
     def forward(ctx, grad, y, dim):
         ctx.dim = dim
         ctx.save_for_backward(grad, y)
-        g = grad.data
-        return ctx.wrap(g - ctx.xp.exp(y.data) * g.sum(axis=dim, keepdims=True))
+        return ctx.wrap(ctx.device.backend.log_softmax_backward(grad.data, y.data, dim))
 
     @staticmethod
     def backward(ctx, gg):
@@ -142,14 +122,7 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx, x, dim):
-        xp = ctx.xp
-        a = x.data
-        if a.shape[dim] == 0:
-            y = a.copy()
-        else:
-            e = xp.exp(_shifted(xp, a, dim))
-            y = e / e.sum(axis=dim, keepdims=True)
-        y = ctx.wrap(y)
+        y = ctx.wrap(ctx.device.backend.softmax(x.data, dim))
         ctx.dim = dim
         ctx.save_for_backward(y)
         return y
@@ -157,6 +130,8 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, grad):
         y, = ctx.saved_tensors
+        if ctx._direct():                  # the same arithmetic on arrays (two launches on a GPU)
+            return ctx.wrap(ctx.device.backend.softmax_backward(grad.data, y.data, ctx.dim)), None
         gy = grad * y
         return gy - y * gy.sum(ctx.dim, keepdims=True), None
 

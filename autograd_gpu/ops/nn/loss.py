@@ -5,7 +5,6 @@ import warnings
 
 from ...autograd import function as _function
 from ...autograd.function import Function
-from ...autograd.grad_mode import state
 from ...tensor import Tensor
 from .._autocast import cast_float32
 from ..elementwise import (Mul, Softplus, mul, where, clamp, log, square, greater, equal, abs as _abs)
@@ -17,7 +16,7 @@ from .. import batching
 from ..batching import _bsizes, _wrap
 from ..registry import register, OpTest
 from ._args import _HOST, _float_tensor, _reduction, _reduce, _same_dtype, _index_tensor, _check_range
-from .activation import LogSoftmax, LogSoftmaxBackward, _log_softmax_array, log_softmax, softmax
+from .activation import LogSoftmax, LogSoftmaxBackward, log_softmax, softmax
 
 _W4 = [0.5, 1.0, 2.0, 1.5]            # class weights of the op table's entries (C = 4)
 
@@ -107,35 +106,99 @@ def _nll_grad(ctx, grad):
     return ScatterAddInto.apply(g.reshape(ctx.idx.shape), ctx.idx, 1, ctx.shape)
 
 
+def _index_scale(ctx, t, valid, reduction, dtype):
+    """NllLoss's ctx.idx, ctx.scale from the targets again, for the backward that records Tensor ops (on the
+    targets' GPU: backend.call)."""
+    xp = ctx.xp
+    coef = valid.astype(dtype)
+    ctx.idx = t[:, None]
+    if reduction == "mean":
+        total = coef.sum()
+        nonzero = total != 0                       # every target ignored: a zero gradient, not 0/0 = nan
+        coef = xp.where(nonzero, coef, 0) / xp.where(nonzero, total, 1)
+    ctx.scale = coef
+
+
+class FusedNllLoss(Function):
+    """nll_loss's common case, -logp[i, t_i] reduced for 2-D logp and class indices without weights, as the
+    backend's fused kernels (backend.nll_loss: one reduction; its backward one kernel). The backward that
+    records a graph (create_graph) is NllLoss's Tensor-op one."""
+    batch_rule = batching.loop      # taken outside vmap only
+
+    @staticmethod
+    def forward(ctx, logp, t, valid, reduction):
+        loss, *fused = ctx.device.backend.nll_loss(logp.data, t, valid, reduction)
+        ctx.fused, ctx.t, ctx.valid, ctx.reduction = fused, t, valid, reduction
+        ctx.save_for_backward(logp)
+        return ctx.wrap(loss)
+
+    @staticmethod
+    def backward(ctx, grad):
+        logp, = ctx._saved_arrays()
+        if ctx._direct():
+            return ctx.wrap(ctx.device.backend.nll_loss_backward(grad.data, logp, ctx.t, ctx.valid, ctx.fused,
+                                                                 ctx.reduction)), None, None, None
+        ctx.device.backend.call(_index_scale, ctx, ctx.t, ctx.valid, ctx.reduction, logp.dtype)
+        ctx.shape = logp.shape
+        return _nll_grad(ctx, grad), None, None, None
+
+
 class CrossEntropy(Function):
     """log_softmax over dim 1 then NllLoss, as one node: cross_entropy's common case (a 2-D input, class
-    indices, no class weights or label smoothing) with one Function call and one backward step fewer,
-    which is most of its cost on a small batch. The arithmetic is the two ops' own (the same helpers), so
-    loss and gradient are identical. A gradient of the gradient needs log_softmax in the graph: it is
-    recomputed from the saved input then; keeping the input too is why cross_entropy takes this node only
-    for small inputs."""
+    indices, no class weights or label smoothing) as the backend's fused kernels (backend.cross_entropy; on
+    a GPU the row max, the row sum of exp and one reduction; its backward one kernel), equal to the two
+    ops. A gradient of the gradient needs log_softmax in the graph: it is recomputed from the saved input
+    then (create_graph), and the backward is LogSoftmaxBackward of NllLoss's, recorded."""
     # vmap: cross_entropy takes this node only outside vmap (_function._vmap), so a batched call is a user's
     # own; the op once per example
     batch_rule = batching.loop
 
     @staticmethod
-    def forward(ctx, x, idx, coef, reduction):
-        logp = _log_softmax_array(ctx.xp, x.data, 1)
-        ctx.save_for_backward(x, ctx.wrap(logp))
-        return ctx.wrap(_nll_forward(ctx, logp, idx, coef, reduction))
+    def forward(ctx, x, t, valid, reduction):
+        loss, *fused = ctx.device.backend.cross_entropy(x.data, t, valid, reduction)
+        ctx.fused, ctx.t, ctx.valid, ctx.reduction = fused, t, valid, reduction
+        ctx.save_for_backward(x)
+        return ctx.wrap(loss)
 
     @staticmethod
     def backward(ctx, grad):
-        x, logp = ctx.saved_tensors
-        if ctx._direct():                  # NllLoss's then LogSoftmax's direct backward
-            g = _nll_grad_array(ctx, grad.data)
-            return ctx.wrap(g - ctx.xp.exp(logp.data) * g.sum(axis=1, keepdims=True)), None, None, None
-        if state.enabled:                  # create_graph: log_softmax recorded, so the gradient depends on x
-            logp = LogSoftmax.apply(x, 1)
+        if ctx._direct():                  # nothing recorded: the backend's fused backward
+            x, = ctx._saved_arrays()
+            return ctx.wrap(ctx.device.backend.cross_entropy_backward(grad.data, x, ctx.t, ctx.valid, ctx.fused,
+                                                                      ctx.reduction)), None, None, None
+        x, = ctx.saved_tensors
+        ctx.device.backend.call(_index_scale, ctx, ctx.t, ctx.valid, ctx.reduction, x.dtype)
+        ctx.shape = x.shape
+        logp = LogSoftmax.apply(x, 1)      # recorded under create_graph: the gradient depends on x
         return LogSoftmaxBackward.apply(_nll_grad(ctx, grad), logp, 1), None, None, None
 
 
-_FUSED_CE_MAX = 1 << 16     # elements of input up to which cross_entropy uses CrossEntropy (it saves the input)
+_FUSED_CE_MAX = 1 << 16     # elements of input up to which cross_entropy uses CrossEntropy on the host (NumPy
+#                             keeps log_softmax's result for the backward); a GPU's fused path keeps no more
+#                             than the row max and sum, and takes every size
+
+
+def _ignored_at_zero(xp, t, ignore_index):
+    valid = t != ignore_index
+    return xp.where(valid, t, 0), valid
+
+
+def _fused_targets(x, t, ignore_index, op):
+    """(targets with the ignored ones at 0, range-checked (on a GPU at the next synchronisation), the mask
+    of the targets not ignored). The fused Functions take these new arrays, never the caller's targets: a
+    compiled program must not see the targets as possibly written through the loss's results."""
+    backend = x.device.backend
+    c = x.shape[1]
+    safe, valid = backend.call(_ignored_at_zero, backend.xp, t.data, ignore_index)
+    backend.call(_check_range, backend, safe, c, op, "target", f" for {c} classes (ignore_index={ignore_index})")
+    return safe, valid
+
+
+def _fusable(x, t):
+    """The fused losses' case: a 2-D input with rows and classes, outside vmap (a batched target's values
+    stay on the batch)."""
+    return (x.ndim == 2 and x.shape[0] and x.shape[1] and not _function._vmap
+            and getattr(t, "_blevels", None) is None)
 
 
 def _class_weight(weight, c, x, op):
@@ -216,6 +279,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         raise ValueError(f"{op}: expected an input of shape (N, C, ...) or (C,), got shape {x.shape}")
     _index_target(x, t, op)
     w = _class_weight(weight, x.shape[1], x, op)
+    if w is None and _fusable(x, t):
+        loss = FusedNllLoss.apply(x, *_fused_targets(x, t, ignore_index, op), reduction)
+        return loss.reshape(()) if unbatched and reduction == "none" else loss
     if w is not None and w.dtype != x.dtype:
         w = w.to(dtype=x.dtype)
     loss = _nll(x, t, w, ignore_index, reduction, op)[0]
@@ -276,10 +342,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                              f"got shape {t.shape}")
         x, t = x.reshape(1, -1), t.reshape(1)
     _index_target(x, t, op)
-    if w is None and not label_smoothing and x.ndim == 2 and x.data.size <= _FUSED_CE_MAX and not _function._vmap:
-        backend = x.device.backend             # the common case as one node (CrossEntropy)
-        safe, coef = backend.call(_nll_arrays, backend, x, t, None, ignore_index, op)[1:]
-        loss = CrossEntropy.apply(x, safe[:, None], coef, reduction)
+    if (w is None and not label_smoothing and _fusable(x, t)
+            and (x.data.size <= _FUSED_CE_MAX or x.data.__class__ is not _HOST)):
+        # the common case as one node of fused kernels (CrossEntropy)
+        loss = CrossEntropy.apply(x, *_fused_targets(x, t, ignore_index, op), reduction)
         return loss.reshape(()) if unbatched and reduction == "none" else loss
     logp = LogSoftmax.apply(x, 1)
     loss, valid, safe = _nll(logp, t, w, ignore_index, reduction, op)
