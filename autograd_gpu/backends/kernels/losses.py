@@ -147,8 +147,8 @@ def _red(cp, kind, dts, ins, out, expr):
 class CupyLosses:
     """CuPy implementations (mixed into CupyBackend): kernels built once per dtype and cached. Launches per
     call (N, C > 0): log_softmax/softmax 3 forward (row max, row sum, result), 2 backward (row sum, result);
-    nll_loss 4 forward (3 of them the check) + 1 for 'mean', 1 backward; cross_entropy 6 forward + 1 for
-    'mean', 1 backward."""
+    nll_loss 1 forward (+ 1 count for 'mean'), 1 backward; cross_entropy 3 forward (row max, row sum, loss;
+    + 1 count for 'mean'), 1 backward. The class-index check is the op's: check_range below, 3 launches."""
 
     def _index_targets(self, t):
         """t as int32 or int64 (the kernels are built for those; other integer dtypes are cast, one launch)."""
