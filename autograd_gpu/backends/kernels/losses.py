@@ -1,14 +1,13 @@
 """Fused kernels: cross-entropy / nll / log-softmax / softmax forward and backward. See backends/kernels/__init__.py
 for the contract.
 
-The losses take 2-D input (N, C) with N, C > 0, class indices t (N,) and no class weights or label
-smoothing (the ops fall back to their composed form otherwise). ``reduction`` is PyTorch's 'mean', 'sum' or
-'none'; targets equal to ``ignore_index`` contribute nothing and 'mean' divides by the number of the others
-(every target ignored: nan, with a zero gradient). A target out of [0, C) raises ``IndexError(message)``,
-"{value}" in the message replaced by the offending target (the lowest when one is negative, else the
-highest): on the CPU at once, on a GPU at the next synchronisation, written into the backend's pending-check
-array by a kernel of the loss itself. The forward returns ``(loss, state)``; the backward takes ``state``
-(opaque arrays) and returns the input's gradient.
+The losses take 2-D input (N, C) with N, C > 0, range-checked class indices t (N,) with the ignored ones at 0
+and the mask ``valid`` of the targets not ignored; no class weights or label smoothing (the ops fall back to
+their composed form otherwise). ``reduction`` is PyTorch's 'mean', 'sum' or 'none'; ignored targets
+contribute nothing and 'mean' divides by the number of the others (every target ignored: nan, with a zero
+gradient). The forward returns ``(loss, *state)``; the backward takes ``state`` (opaque arrays) and returns
+the input's gradient. The targets are checked by the op with ``check_range``: on the CPU at once, on a GPU
+by CupyLosses.check_range (three launches, no sync), raised at the next synchronisation.
 """
 import numpy as np
 
