@@ -94,7 +94,9 @@ def vector_to_parameters(vec, parameters):
 def zero_grads(parameters, set_to_none=True):
     """Reset the gradients of ``parameters``: to None (default) or to zeros in place (a gradient that is
     part of a graph, from create_graph=True, is detached first). Module.zero_grad and
-    Optimizer.zero_grad both call this."""
+    Optimizer.zero_grad both call this. The default launches nothing on CUDA (the next backward hands
+    its gradients over as they are); zeros cost one fill a gradient, and each backward then adds into
+    them, one launch a parameter more."""
     for p in parameters:
         g = p._grad
         if g is None:
