@@ -164,3 +164,25 @@ def test_float16_lstm_runs_the_unfused_ufuncs_and_stays_close_to_float32(device)
     out16, _ = m16(x.detach().to(dtype=ag.float16), tuple(h.detach().to(dtype=ag.float16) for h in hx))
     np.testing.assert_allclose(out16.cpu().numpy().astype(np.float32), out32.detach().cpu().numpy(),
                                rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_time_step_is_one_product_and_one_kernel_each_way(kind):
+    """On CUDA a layer's time step launches the recurrent product and the fused cell kernel forward, the
+    cell's backward kernel and the product for dh backward: 2 + 2 (counted on the CuPy stand-in; the ufunc
+    steps made 13 + 17 for the LSTM, 13 + 25 for the GRU)."""
+    from benchmarks import launches
+    if not launches.available():
+        pytest.skip("launches are counted on the CuPy stand-in (AG_CUDA=standin); real CuPy has no counter")
+    cls, kw = KINDS[kind]
+
+    def counts(T):
+        ag.manual_seed(0)
+        m = cls(F_IN, H, num_layers=2, **kw).to("cuda")
+        x = ag.randn(T, 2, F_IN, device="cuda")
+        forward = launches.count(lambda: m(x), warmup=1).launches
+        backward = launches.count(lambda: (m(x)[0] * 2).sum().backward(), warmup=1).launches - forward
+        return forward, backward
+    (f2, b2), (f5, b5) = counts(2), counts(5)
+    assert ((f5 - f2) / 6, (b5 - b2) / 6) == (2, 2)          # 3 more steps in each of 2 layers
