@@ -5,7 +5,7 @@ import numpy as np
 from . import cublas_graph
 from . import sync as _sync
 from .base import Backend
-from .kernels import CUPY_MIXINS
+from .kernels import CUPY_MIXINS, TRACE_THROUGH, TRACE_AS
 
 _INSTALL_HINT = ('install it with pip install "autograd-gpu[cuda12]" (CUDA 12) '
                  'or pip install "autograd-gpu[cuda13]" (CUDA 13)')
@@ -102,6 +102,8 @@ def require_cuda(index=0):
 class CupyBackend(*CUPY_MIXINS, Backend):
     name = "cupy"
     weak_scalars = False     # older CuPy promotes by value: pass scalars typed (see scalar())
+    trace_through = TRACE_THROUGH     # ag.compile traces into the fused kernels' NumPy twins, TRACE_AS
+    trace_as = TRACE_AS               # (backends/kernels/__init__.py)
 
     def __init__(self, device):
         super().__init__(device)

@@ -2,7 +2,7 @@
 import numpy as np
 
 from .base import Backend
-from .kernels import NUMPY_MIXINS
+from .kernels import NUMPY_MIXINS, TRACE_THROUGH
 from .cupy_backend import is_cupy_array
 from ._erf import erf as _erf
 from . import mkl_blas
@@ -26,6 +26,7 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
     xp = np
     name = "numpy"
     weak_scalars = True      # NumPy 2 keeps Python scalars weak: float32 array * 2.5 stays float32
+    trace_through = TRACE_THROUGH     # ag.compile traces into the fused kernels (backends/kernels/)
 
     def __init__(self, device):
         super().__init__(device)

@@ -559,13 +559,17 @@ def _patch(backend):
     """Put the recording proxies on the backend instance; returns what to put back (only those names:
     what the trace sets on the backend for real, a reseeded generator, stays)."""
     d = backend.__dict__
-    names = ["xp"] + [n for n in dir(type(backend)) if not n.startswith("_") and n not in _PASS]
+    through = getattr(type(backend), "trace_through", frozenset())    # fused kernels: see backends/kernels/
+    names = ["xp"] + [n for n in dir(type(backend)) if not n.startswith("_") and n not in _PASS and n not in through]
     saved = [(n, n in d, d.get(n)) for n in names]
     backend.xp = XpProxy(d.get("xp", type(backend).xp), backend)
     for name in names[1:]:
         real = getattr(backend, name)
         if callable(real) and not isinstance(real, type):
             setattr(backend, name, _backend_method(backend, name, real))
+    for name, impl in getattr(type(backend), "trace_as", {}).items():   # a fused kernel's traceable twin
+        saved.append((name, name in d, d.get(name)))
+        d[name] = impl.__get__(backend)
     return saved
 
 

@@ -30,12 +30,12 @@ class NumpyActivations:
         """max(y + b, 0) in place in y (a fresh product), b broadcast over the rows: relu(linear) after the
         product (equals the add then relu)."""
         y += b
-        return np.maximum(y, 0, out=y)
+        return self.xp.maximum(y, 0, out=y)
 
     def bias_grad(self, g):
         """The column sums of the (rows, n) array g (a bias's gradient) as one BLAS product with a ones
         vector: 2x NumPy's sum over axis 0."""
-        ones = np.empty(g.shape[0], dtype=g.dtype)
+        ones = self.xp.empty(g.shape[0], dtype=g.dtype)
         ones.fill(1)                               # (np.ones is a Python function around these two calls)
         return self.matmul(ones, g)
 
@@ -50,26 +50,30 @@ class NumpyActivations:
     def gelu(self, x, approximate):
         """(gelu(x), aux) for approximate "none" (x * Phi(x), Phi by erf) or "tanh"; aux is what
         gelu_backward takes back (here Phi(x), or the tanh term, so the backward computes no erf)."""
+        if x.ndim == 0:      # NumPy gives 0-d results as scalars, which the in-place steps cannot write
+            return tuple(a.reshape(()) for a in self.gelu(x.reshape(1), approximate))
         if approximate == "tanh":
-            t = _fresh(x * x)
+            t = x * x
             t *= _GELU_C * _SQRT_2_OVER_PI
             t += _SQRT_2_OVER_PI
             t *= x
-            np.tanh(t, out=t)                            # tanh(sqrt(2/pi) (x + 0.044715 x^3))
-            y = _fresh(t + 1)
+            self.xp.tanh(t, out=t)                            # tanh(sqrt(2/pi) (x + 0.044715 x^3))
+            y = t + 1
             y *= x
             y *= 0.5
             return y, t
-        cdf = _fresh(self.erf(x * _SQRT_HALF))
+        cdf = self.erf(x * _SQRT_HALF)
         cdf += 1
         cdf *= 0.5                                       # Phi(x)
         return x * cdf, cdf
 
     def gelu_backward(self, g, x, aux, approximate):
         """grad * gelu'(x) (exact: Phi(x) + x phi(x); tanh: the tanh form's derivative), aux from gelu."""
+        if x.ndim == 0:
+            return self.gelu_backward(g.reshape(1), x.reshape(1), aux.reshape(1), approximate).reshape(())
         if approximate == "tanh":
             t = aux
-            d = _fresh(x * x)
+            d = x * x
             d *= 3 * _GELU_C
             d += 1
             d *= 1 - t * t
@@ -79,9 +83,9 @@ class NumpyActivations:
             d += 1
             d *= 0.5
             return _times(d, g)
-        d = _fresh(x * x)
+        d = x * x
         d *= -0.5
-        np.exp(d, out=d)
+        self.xp.exp(d, out=d)
         d *= x
         d *= _INV_SQRT_2PI                               # x phi(x)
         d += aux
@@ -94,7 +98,9 @@ class NumpyActivations:
 
     def silu_backward(self, g, x, aux):
         """grad * s (1 + x (1 - s)), s = sigmoid(x) (aux from silu)."""
-        d = _fresh(1 - aux)
+        if x.ndim == 0:
+            return self.silu_backward(g.reshape(1), x.reshape(1), aux.reshape(1)).reshape(())
+        d = 1 - aux
         d *= x
         d += 1
         d *= aux
@@ -109,12 +115,13 @@ class NumpyActivations:
             s += mask
         if s.shape[-1] == 0:       # no keys: nothing to normalise (the output is zeros, as PyTorch's)
             return s
+        xp = self.xp
         m = s.max(axis=-1, keepdims=True)
-        np.maximum(m, np.finfo(s.dtype).min, out=m)  # an all -inf row shifts by a finite number: exp gives 0
+        xp.maximum(m, np.finfo(s.dtype).min, out=m)  # an all -inf row shifts by a finite number: exp gives 0
         s -= m
-        np.exp(s, out=s)
+        xp.exp(s, out=s)
         d = s.sum(axis=-1, keepdims=True)
-        np.maximum(d, 1.0, out=d)  # a live row sums to >= 1 after the max shift; a dead row to 0 -> stays 0
+        xp.maximum(d, 1.0, out=d)  # a live row sums to >= 1 after the max shift; a dead row to 0 -> stays 0
         s /= d
         return s
 
@@ -126,11 +133,6 @@ class NumpyActivations:
         if scale != 1.0:
             dp *= scale
         return dp
-
-
-def _fresh(a):
-    """A new array as an array (NumPy gives 0-d results as scalars, which in-place ops cannot write)."""
-    return a if a.__class__ is np.ndarray else np.asarray(a)
 
 
 def _times(t, g):

@@ -15,24 +15,24 @@ _BIG = 1 << 62          # the check's key: a negative target t becomes _BIG - t,
 
 
 # --------------------------------------------------------------------------- NumPy
-def _shifted(a, dim):
+def _shifted(xp, a, dim):
     """a - max(a) along dim (a row that is all -inf or holds +inf shifts by 0, as the composed ops did)."""
-    if a.ndim == 2 and dim in (1, -1) and a.shape[1] <= 64 and a.shape[0] >= 16:
+    if xp is np and a.ndim == 2 and dim in (1, -1) and a.shape[1] <= 64 and a.shape[0] >= 16:
         # NumPy reduces short rows one by one (7.4 us for (128, 10) float32); the transposed copy
         # reduced along its first axis is one vectorised pass (1.7 us), with the same maxima
-        m = np.ascontiguousarray(a.T).max(axis=0)[:, None]
+        m = xp.ascontiguousarray(a.T).max(axis=0)[:, None]
     else:
         m = a.max(axis=dim, keepdims=True)
-    return a - np.where(np.isfinite(m), m, 0)
+    return a - xp.where(xp.isfinite(m), m, 0)
 
 
-def _scale(coef, reduction):
+def _scale(xp, coef, reduction):
     """Each element's factor in the reduced loss: coef (valid targets 1, ignored 0), divided by their sum
-    for 'mean' (a zero sum: zeros, so the gradient is 0, not nan)."""
+    for 'mean' (a zero sum: zeros, so the gradient is 0, not nan; no branch on the sum, which a GPU or
+    ag.compile's trace would have to read back)."""
     if reduction != "mean":
         return coef
-    total = coef.sum()
-    return coef / total if total else coef
+    return coef / xp.maximum(coef.sum(), 1)
 
 
 def _reduce(losses, coef, reduction):
@@ -52,22 +52,23 @@ class NumpyLosses:
         """x - logsumexp(x) along dim, shifted by the max (= LogSoftmax's composed arithmetic)."""
         if x.shape[dim] == 0:
             return x.copy()
-        s = _shifted(x, dim)
-        e = np.exp(s)
-        s -= np.log(e.sum(axis=dim, keepdims=True))
+        xp = self.xp
+        s = _shifted(xp, x, dim)
+        e = xp.exp(s)
+        s -= xp.log(e.sum(axis=dim, keepdims=True))
         return s
 
     def log_softmax_backward(self, grad, y, dim):
         """grad - exp(y) * sum(grad) along dim, for y = log_softmax(x)."""
-        out = np.exp(y)
+        out = self.xp.exp(y)
         out *= grad.sum(axis=dim, keepdims=True)
-        return np.subtract(grad, out, out=out)
+        return self.xp.subtract(grad, out, out=out)
 
     def softmax(self, x, dim):
         """exp(x) / sum(exp(x)) along dim, shifted by the max."""
         if x.shape[dim] == 0:
             return x.copy()
-        e = np.exp(_shifted(x, dim), out=None)
+        e = self.xp.exp(_shifted(self.xp, x, dim))
         e /= e.sum(axis=dim, keepdims=True)
         return e
 
@@ -76,7 +77,7 @@ class NumpyLosses:
         gy = grad * y
         s = gy.sum(axis=dim, keepdims=True)
         s = y * s
-        return np.subtract(gy, s, out=gy)
+        return self.xp.subtract(gy, s, out=gy)
 
 
     def nll_loss(self, logp, t, valid, reduction):
@@ -85,14 +86,15 @@ class NumpyLosses:
         safe = t
         coef = valid.astype(logp.dtype)
         idx = safe[:, None]
-        losses = np.take_along_axis(logp, idx, axis=1).reshape(coef.shape) * -coef
-        return _reduce(losses, coef, reduction), idx, _scale(coef, reduction)
+        losses = self.xp.take_along_axis(logp, idx, axis=1).reshape(coef.shape) * -coef
+        return _reduce(losses, coef, reduction), idx, _scale(self.xp, coef, reduction)
 
     def nll_loss_backward(self, grad, logp, t, valid, state, reduction):
         """-grad * scale_i at each row's target column, zeros elsewhere (state: nll_loss's arrays)."""
         idx, scale = state
-        out = np.zeros(logp.shape, dtype=scale.dtype)
-        out[np.arange(len(idx)), idx[:, 0]] = grad * -scale       # one target per row: no accumulation
+        xp = self.xp
+        out = xp.zeros(logp.shape, dtype=scale.dtype)
+        out[xp.arange(len(idx)), idx[:, 0]] = grad * -scale       # one target per row: no accumulation
         return out
 
     def cross_entropy(self, x, t, valid, reduction):
@@ -105,9 +107,10 @@ class NumpyLosses:
         """(softmax(x) - onehot(t)) * grad * scale_i: nll_loss's then log_softmax's backward, in two passes."""
         logp, idx, scale = state
         g = grad * scale
-        out = np.exp(logp)
+        xp = self.xp
+        out = xp.exp(logp)
         out *= g.reshape(idx.shape)
-        out[np.arange(len(idx)), idx[:, 0]] -= g                   # one target per row
+        out[xp.arange(len(idx)), idx[:, 0]] -= g                   # one target per row
         return out
 
 

@@ -26,12 +26,13 @@ class NumpyNorms:
         matrix-vector products with a ones vector and the variance one row dot (row_dot: NumPy's reduction
         over the last axis is 5x slower), so three passes over the input. Equals the unfused ops."""
         rows, n = x.shape
-        ones = np.ones(n, dtype=x.dtype)
+        xp = self.xp
+        ones = xp.ones(n, dtype=x.dtype)
         xc = x - _row_sums(self, x, ones, 1.0 / n)[:, None] if n else x.copy()
         var = _row_dot(self, xc, xc, 1.0 / builtins.max(n, 1))
         var += eps
-        rstd = np.sqrt(var, out=var)
-        np.reciprocal(rstd, out=rstd)
+        rstd = xp.sqrt(var, out=var)
+        xp.reciprocal(rstd, out=rstd)
         xc *= rstd[:, None]
         y = xc * w if w is not None else xc.copy()
         if b is not None:
@@ -47,7 +48,7 @@ class NumpyNorms:
         xhat, rstd = saved
         rows, n = xhat.shape
         step = builtins.max(1, (1 << 16) // builtins.max(n, 1))
-        gx = np.empty((rows, n), dtype=xhat.dtype) if need_x else None
+        gx = self.xp.empty((rows, n), dtype=xhat.dtype) if need_x else None
         gw = gb = None
         for r0 in range(0, builtins.max(rows, 1), step):    # (one empty block when there are no rows)
             blk = slice(r0, r0 + step)
@@ -63,21 +64,22 @@ def _layer_norm_block(backend, g, xhat, rstd, w, gx, need_w, need_b):
     when given, returns this block's (weight, bias) gradient sums (None where not wanted)."""
     mm = backend.matmul
     rows, n = xhat.shape
-    ones_r = np.ones(rows, dtype=xhat.dtype)
+    xp = backend.xp
+    ones_r = xp.ones(rows, dtype=xhat.dtype)
     t = g * xhat                                       # grad * xhat
     gw = mm(ones_r, t) if need_w else None
     gb = mm(ones_r, g) if need_b else None
     if gx is not None:
         if w is not None:
-            u = np.multiply(g, w, out=gx)              # g = grad * weight
+            u = xp.multiply(g, w, out=gx)              # g = grad * weight
         else:
             gx[...] = g
             u = gx
-        ones = np.ones(n, dtype=xhat.dtype)
+        ones = xp.ones(n, dtype=xhat.dtype)
         c1 = _row_sums(backend, u, ones, rstd * (1.0 / builtins.max(n, 1)))      # rstd * mean(g)
         c2 = _row_sums(backend, t, w if w is not None else ones, rstd * (1.0 / builtins.max(n, 1)))  # rstd mean(g xhat)
         u *= rstd[:, None]                             # rstd * g - rstd mean(g) - xhat * rstd mean(g xhat)
-        u -= np.multiply(xhat, c2[:, None], out=t)
+        u -= xp.multiply(xhat, c2[:, None], out=t)
         u -= c1[:, None]
     return gw, gb
 

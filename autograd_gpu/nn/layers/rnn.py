@@ -241,8 +241,9 @@ _recycled = _Recycled()
 
 def _packed(backend, w, rows, dtype):
     """w prepared for ``matmul_packed`` at every step: packed once, where it has the other operand's dtype
-    (a matrix packed in one dtype takes no other: mixed dtypes promote, unpacked)."""
-    return backend.pack_matmul(w, rows) if w.dtype == dtype else w
+    (a matrix packed in one dtype takes no other: mixed dtypes promote, unpacked). ``dtype`` None: not
+    packed (tested with ``is``: NumPy's ``dtype == None`` is true for float64)."""
+    return backend.pack_matmul(w, rows) if dtype is not None and w.dtype == dtype else w
 
 
 def _weight_grad(backend, D, OUT, h0, steps):
