@@ -11,7 +11,7 @@ import pytest
 import autograd_gpu as ag
 from autograd_gpu.backends import cupy_backend
 from autograd_gpu.testing import cupy_standin
-from autograd_gpu.testing.cupy_standin import cupy as cp, cupyx, count_transfers
+from autograd_gpu.testing.cupy_standin import cupy as cp, cupyx, count_transfers, count_launches
 from autograd_gpu.testing.cupy_standin._api import NAMESPACES
 
 
@@ -387,12 +387,85 @@ def test_elementwise_kernel_refuses_c_outside_its_subset_naming_the_construct(bo
     with pytest.raises(NotImplementedError, match=re.escape(construct)):
         k = _ew("float32 x", "float32 y", body)
         k(cp.ones(2, dtype=cp.float32))                           # some refusals come from the types
-    with pytest.raises(NotImplementedError, match="raw"):
-        _ew("raw float32 x", "float32 y", "y = x[i]")
     with pytest.raises(NotImplementedError, match="preamble"):
         cp.ElementwiseKernel("float32 x", "float32 y", "y = f(x)", "k", preamble="__device__ float f(float);")
     with pytest.raises(NotImplementedError, match="does not simulate"):
         cp.RawKernel("extern \"C\" __global__ void k(float* x) {}", "k")
+
+
+def test_elementwise_kernel_raw_parameters_read_by_index_over_the_broadcast_loop():
+    # CuPy: a raw array is not broadcast; the loop runs over the non-raw arguments; x[j] is the C-order
+    # element j whatever the strides; x.size() and _ind.size() are ptrdiff_t
+    x = cp.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    rev = _ew("raw T x, T z", "T y", "y = x[x.size() - 1 - i] + z")
+    z = cp.zeros(5, dtype=cp.float32)
+    np.testing.assert_array_equal(rev(x, z).get(), [11, 10, 9, 8, 7])
+    xt = x.T                                                   # non-contiguous: C order of the view
+    np.testing.assert_array_equal(_ew("raw T x, T z", "T y", "y = x[i]")(xt, cp.zeros(12, dtype=cp.float32)).get(),
+                                  xt.get().reshape(-1))
+    n = _ew("raw T x, T z", "int64 y", "y = _ind.size() * 100 + x.size()")
+    np.testing.assert_array_equal(n(x, z).get(), [512] * 5)
+
+
+def test_elementwise_kernel_raw_writes_and_size_when_every_array_is_raw():
+    # a gather/scatter over a table of offsets: the loop size is size=, every array raw
+    a = cp.asarray(np.arange(3, dtype=np.float64))
+    b = cp.asarray(np.arange(10, 15, dtype=np.float64).reshape(1, 5))
+    flat = cp.zeros(8, dtype=cp.float64)
+    pack = _ew("raw T a, raw T b, int64 off", "raw T flat",
+               "if (i < off) flat[i] = a[i]; else flat[i] = b[i - off];")
+    pack(a, b, 3, flat, size=8)
+    np.testing.assert_array_equal(flat.get(), [0, 1, 2, 10, 11, 12, 13, 14])
+    unpack = _ew("raw T flat, int64 off", "raw T a, raw T b",
+                 "if (i < off) { a[i] += flat[i] * 2; } else { b[i - off] = -flat[i]; }")
+    unpack(flat, 3, a, b, size=8)
+    np.testing.assert_array_equal(a.get(), [0, 3, 6])
+    np.testing.assert_array_equal(b.get(), [[-10, -11, -12, -13, -14]])
+    with count_launches() as log:
+        pack(a, b, 3, flat, size=8)
+    assert log.launches == 1
+    # the ternary and && / || run an index only in the lanes that take it
+    pick = _ew("raw T a, raw T b, int64 off", "raw T flat", "flat[i] = i < off ? a[i] : b[i - off]")
+    pick(a, b, 3, flat, size=8)
+    np.testing.assert_array_equal(flat.get(), [0, 3, 6, -10, -11, -12, -13, -14])
+    guard = _ew("raw T a", "raw T y", "y[i] = (i < a.size() && a[i] > 0) ? 1.0 : 0.0")
+    y = cp.zeros(5, dtype=cp.float64)
+    guard(a, y, size=5)
+    np.testing.assert_array_equal(y.get(), [0, 1, 1, 0, 0])
+    # an output written elementwise and a raw output in one kernel
+    both = _ew("T x, raw T t", "T y, raw T acc", "y = x * 2; acc[i] = x + t[0];")
+    acc = cp.zeros(3, dtype=cp.float32)
+    y, _ = both(cp.asarray(np.array([1.0, 2.0, 3.0], np.float32)), cp.asarray(np.array([10.0], np.float32)),
+                cp.empty(3, dtype=cp.float32), acc)
+    np.testing.assert_array_equal(y.get(), [2, 4, 6])
+    np.testing.assert_array_equal(acc.get(), [11, 12, 13])
+
+
+def test_elementwise_kernel_raw_refusals_follow_cupy():
+    a = cp.ones(4, dtype=cp.float32)
+    k = _ew("raw T x", "raw T y", "y[i] = x[i]")
+    with pytest.raises(ValueError, match="Loop size is undecided"):
+        k(a, cp.empty(4, dtype=cp.float32))
+    with pytest.raises(ValueError, match="Output array size is undecided"):
+        k(a, size=4)
+    with pytest.raises(ValueError, match="Specified 'size' can be used only if all of the ndarray are 'raw'"):
+        _ew("raw T x, T z", "T y", "y = x[i]")(a, a, size=4)
+    with pytest.raises(TypeError, match="raw parameter 'x' takes a cupy.ndarray"):
+        k(1.0, cp.empty(4, dtype=cp.float32), size=4)
+    # out of range: a GPU reads or writes garbage; the stand-in raises, naming the kernel
+    with pytest.raises(IndexError, match=r"k: index 4 out of range for the raw array 'x' of size 4"):
+        k(a, cp.empty(8, dtype=cp.float32), size=8)
+    with pytest.raises(IndexError, match="index -1 out of range for the raw array 'y'"):
+        _ew("raw T x", "raw T y", "y[i - 1] = x[i]")(a, cp.empty(4, dtype=cp.float32), size=4)
+    for body, construct in [("y[i] = x", "without an index"), ("y[i] = x[0.5f]", "integer subscript"),
+                            ("x[i] = 1; y[i] = 0", "const"), ("y[i][0] = x[i]", "second subscript"),
+                            ("y[i] = x.shape()", "member access"), ("y[i]++", "increment")]:
+        with pytest.raises(NotImplementedError, match=re.escape(construct)):
+            _ew("raw T x", "raw T y", body)(a, cp.empty(4, dtype=cp.float32), size=4)
+    with pytest.raises(NotImplementedError, match="indexing"):
+        _ew("float32 x", "float32 y", "y = x[0]")
+    with pytest.raises(NotImplementedError, match="raw"):
+        cp.ReductionKernel("raw T x", "T y", "x[i]", "a + b", "y = a", "0", "r")
 
 
 def test_reduction_kernel_max_min_and_post_map_with_sizes():

@@ -17,11 +17,20 @@ elements. What it reads:
   (decimal or hex, ``u``/``l`` suffixes), float literals (``1.0``, ``.5``, ``1e-8``, ``0.5f``), ``true``,
   ``false``, unary ``- + ! ~``, binary ``* / % + - << >> < <= > >= == != & ^ | && ||``, the ternary
   ``c ? a : b``, parentheses, and the math functions in ``_FUNCS`` (with the ``f``-suffixed float forms:
-  ``expf``, ``sqrtf``, ...).
+  ``expf``, ``sqrtf``, ...);
+- raw parameters (an ElementwiseKernel's ``raw T x``): ``x[j]`` read, and assigned as a statement
+  (``x[j] = v;``, ``x[j] += v;`` ..., output parameters only), ``j`` an integer expression, the C-order
+  position in the array whatever its strides (CuPy's CArray); ``x.size()``; ``_ind.size()`` (the loop
+  size). An index is evaluated only in the lanes that run it (under ``if``, in the chosen branch of
+  ``?:``, in the right side of ``&&``/``||`` where it is evaluated, as C does); out of range there raises
+  IndexError naming the kernel (a GPU would read or write outside the array). Several lanes writing one
+  element: the last one wins here (a race on a GPU); a lane reading an element another lane writes in
+  the same launch sees it written or not by statement order here (a race on a GPU too).
 
-Anything else (loops, ``return``, pointers, ``&`` / ``*`` on addresses, indexing ``x[j]``, member
-access, ``++``/``--``, assignments inside expressions, ``#`` directives, unknown names or functions)
-raises NotImplementedError naming the construct, so the stand-in never pretends to run C it cannot read.
+Anything else (loops, ``return``, pointers, ``&`` / ``*`` on addresses, indexing other than a raw
+parameter's, member access other than ``.size()``, ``++``/``--``, assignments inside expressions, ``#``
+directives, unknown names or functions) raises NotImplementedError naming the construct, so the
+stand-in never pretends to run C it cannot read.
 
 Types follow C (C++ as NVRTC compiles it), never NumPy's promotion:
 - a value's type is a NumPy dtype: float32 is ``float``, float64 ``double``, int32 ``int``, int64
@@ -126,12 +135,14 @@ class Parser:
     """Recursive descent over the tokens. ``names``: parameter names (and what else is in scope),
     ``placeholders``: the kernel's type placeholders (``T``); ``extra``: names such as ``i``."""
 
-    def __init__(self, src, what, names, placeholders, consts=()):
+    def __init__(self, src, what, names, placeholders, consts=(), raw=(), ind=False):
         self.src, self.what = src, what
         self.toks, self.pos = tokenize(src, what), 0
         self.placeholders = set(placeholders)
         self.scopes = [set(names)]
         self.consts = set(consts)
+        self.raw = set(raw)            # raw parameters: indexed x[j], x.size()
+        self.ind = ind                 # whether _ind.size() (the loop size) is readable
 
     # helpers
     def peek(self, k=0):
@@ -164,6 +175,23 @@ class Parser:
             raise self.refuse(f"{_REFUSED_OPS[text]} ({text!r})")
         if kind == "name" and text in _KEYWORDS_REFUSED:
             raise self.refuse(f"'{text}'")
+
+    def subscript(self, name):
+        """``[expr]`` after the raw array ``name`` (the name already read)."""
+        self.expect("[")
+        idx = self.expr()
+        self.expect("]")
+        if self.peek()[1] == "[":
+            raise self.refuse(f"a second subscript on {name!r} (a raw array takes one integer index)")
+        return idx
+
+    def size_call(self):
+        """``.size()`` after a raw array or ``_ind`` (the name already read)."""
+        self.expect(".")
+        if not self.accept("size"):
+            raise self.refuse(f"member access ('.{self.peek()[1]}'): only x.size() and _ind.size()")
+        self.expect("(")
+        self.expect(")")
 
     # types
     def at_type(self, k=0):
@@ -213,6 +241,20 @@ class Parser:
         if self.peek()[1] == "const" or self.at_type():
             return self.declaration()
         kind, name = self.peek()
+        if kind == "name" and name in self.raw and self.peek(1)[1] == "[":
+            self.next()
+            idx = self.subscript(name)
+            op = self.next()[1]
+            if op not in _ASSIGN:
+                self.check_token(self.peek(-1))
+                raise self.refuse(f"the statement starting at {name + '[...]'!r} (a raw array element is "
+                                  "assigned with = += -= *= /= %=)")
+            if name in self.consts:
+                raise self.refuse(f"an assignment to {name!r}, which is const (the stand-in keeps raw input "
+                                  "parameters read-only: write through an output parameter)")
+            value = self.expr()
+            self.expect(";")
+            return ("store", name, idx, op, value)
         if kind == "name" and self.peek(1)[1] in _ASSIGN:
             self.next()
             op = self.next()[1]
@@ -350,16 +392,30 @@ class Parser:
                 if len(args) != FUNCS[text][1]:
                     raise self.refuse(f"{text} with {len(args)} arguments (it takes {FUNCS[text][1]})")
                 return ("call", text, args)
+            if text in self.raw and self.known(text):
+                if self.peek()[1] == "[":
+                    return ("index", text, self.subscript(text))
+                if self.peek()[1] == ".":
+                    self.size_call()
+                    return ("rawsize", text)
+                raise self.refuse(f"the raw array {text!r} without an index (read x[j] or x.size())")
+            if text == "_ind" and self.ind and self.peek()[1] == ".":
+                self.size_call()
+                return ("indsize",)
             if not self.known(text):
                 raise self.refuse(f"the unknown name {text!r}")
+            if self.peek()[1] == "[":
+                raise self.refuse(f"indexing ('[') of {text!r}, which is not a raw parameter (CuPy passes "
+                                  "it as one element)")
             return ("name", text)
         raise self.refuse(f"{text or 'the end'!r} where an expression was expected")
 
 
-def parse_body(src, what, names, placeholders=(), consts=()):
-    """The statements of a kernel body (``consts``: names it may read but not assign). CuPy puts a
+def parse_body(src, what, names, placeholders=(), consts=(), raw=(), ind=False):
+    """The statements of a kernel body (``consts``: names it may read but not assign; ``raw``: raw
+    array parameters, read and written as ``x[j]``; ``ind``: ``_ind.size()`` readable). CuPy puts a
     ``;`` after the operation, so its last statement needs none."""
-    p = Parser(src, what, names, placeholders, consts)
+    p = Parser(src, what, names, placeholders, consts, raw, ind)
     if len(p.toks) > 1 and p.toks[-2][1] not in (";", "}"):
         p.toks.insert(-1, ("op", ";"))
     return p.body()
@@ -450,9 +506,12 @@ class Machine:
     """Runs parsed statements over whole arrays. ``env``: name -> Value; ``types``: name -> declared type
     (assignments convert to it); ``index``: a callable giving ``i`` when the body reads it."""
 
-    def __init__(self, what, src, env, types, placeholders, shape, index=None):
+    def __init__(self, what, src, env, types, placeholders, shape, index=None, raw=None, loop_size=None):
         self.what, self.src, self.env, self.types = what, src, env, types
         self.placeholders, self.shape, self.index = placeholders, shape, index
+        self.raw = {} if raw is None else raw          # raw parameter name -> its (device) NumPy buffer
+        self.loop_size = loop_size
+        self.mask = None       # the lanes that run the code being evaluated (if/else, ?:, && ||); None: all
 
     def resolve(self, typ):
         if typ[0] == "type":
@@ -467,6 +526,13 @@ class Machine:
             self.stmt(s, mask)
 
     def stmt(self, s, mask):
+        prev, self.mask = self.mask, mask
+        try:
+            self._stmt(s, mask)
+        finally:
+            self.mask = prev
+
+    def _stmt(self, s, mask):
         kind = s[0]
         if kind == "block":
             declared = set()
@@ -500,6 +566,18 @@ class Machine:
             if mask is not None:
                 new = np.where(mask, new, self.env[name].a).astype(t, copy=False)
             self.env[name] = Value(new, t)
+        elif kind == "store":
+            _, name, idx, op, value = s
+            buf, safe, active = self.subscript(name, idx)
+            v = self.expr(value)
+            if op != "=":
+                v = self.binop(op[0], Value(self.gather(buf, safe), buf.dtype), v)
+            new = np.broadcast_to(np.asarray(v.to(buf.dtype)), np.broadcast_shapes(np.shape(safe), np.shape(v.a)))
+            safe = np.broadcast_to(safe, new.shape)
+            if active is not None:
+                active = np.broadcast_to(active, new.shape)
+                safe, new = safe[active], new[active]
+            self.scatter(buf, safe.reshape(-1), new.reshape(-1))
         elif kind == "if":
             _, cond, then, other = s
             c = np.asarray(self.expr(cond).to(BOOL))
@@ -535,15 +613,23 @@ class Machine:
             return Value(np.invert(v.to(t)), t)
         if kind == "bin":
             op = e[1]
-            if op in ("&&", "||"):
-                a, b = self.expr(e[2]).to(BOOL), self.expr(e[3]).to(BOOL)
+            if op in ("&&", "||"):         # short-circuit: b runs only where a does not decide
+                a = self.expr(e[2]).to(BOOL)
+                b = self.under(a if op == "&&" else np.logical_not(a), e[3]).to(BOOL)
                 return Value((np.logical_and if op == "&&" else np.logical_or)(a, b), BOOL)
             return self.binop(op, self.expr(e[2]), self.expr(e[3]))
-        if kind == "ternary":
+        if kind == "ternary":          # each branch runs only where it is chosen (its indexing too)
             c = self.expr(e[1]).to(BOOL)
-            a, b = self.expr(e[2]), self.expr(e[3])
+            a, b = self.under(c, e[2]), self.under(np.logical_not(c), e[3])
             t = BOOL if a.t == BOOL and b.t == BOOL else arith(a.t, b.t)
             return Value(np.where(c, a.to(t), b.to(t)).astype(t, copy=False), t)
+        if kind == "index":
+            buf, safe, _ = self.subscript(e[1], e[2])
+            return Value(self.gather(buf, safe), buf.dtype)
+        if kind == "rawsize":
+            return Value(np.int64(self.raw[e[1]].size), I64)
+        if kind == "indsize":
+            return Value(np.int64(self.loop_size), I64)
         if kind == "cast":
             t = self.resolve(e[1])
             return Value(self.expr(e[2]).to(t), t)
@@ -553,6 +639,57 @@ class Machine:
 
     def refuse(self, why):
         return _refuse(self.what, self.src, why)
+
+    def under(self, cond, e):
+        """Evaluate ``e`` in the lanes where ``cond`` holds (and the current mask)."""
+        prev = self.mask
+        self.mask = cond if prev is None else np.logical_and(prev, cond)
+        try:
+            return self.expr(e)
+        finally:
+            self.mask = prev
+
+    def subscript(self, name, idx):
+        """(buffer, index, active lanes) of ``name[idx]``: the index, an integer, checked in the lanes that
+        run it (a GPU would read or write outside the array: IndexError naming the kernel); inactive
+        lanes hold index 0."""
+        buf = self.raw[name]
+        v = self.expr(idx)
+        if v.t.kind not in "biu":
+            raise self.refuse(f"an index of type {v.t} into {name!r} (C needs an integer subscript)")
+        ix = np.asarray(v.a).astype(np.int64) if v.t != np.dtype(np.uint64) else \
+            np.minimum(np.asarray(v.a), np.uint64(2 ** 63 - 1)).astype(np.int64)
+        active = self.mask
+        bad = (ix < 0) | (ix >= buf.size)
+        if active is not None:
+            ix, active = np.broadcast_arrays(ix, np.asarray(active, bool))
+            bad = np.broadcast_to(bad, ix.shape) & active
+        if np.any(bad):
+            first = int(np.asarray(ix)[np.nonzero(np.broadcast_to(bad, np.shape(ix)))][0]) if np.ndim(ix) else int(ix)
+            raise IndexError(f"{self.what}: index {first} out of range for the raw array {name!r} of size "
+                             f"{buf.size} (on a GPU the kernel would read or write outside the array)")
+        if active is not None:
+            ix = np.where(active, ix, 0)
+        return buf, ix, active
+
+    @staticmethod
+    def gather(buf, ix):
+        """``buf[ix]`` with CuPy's raw indexing: ``ix`` the C-order position, whatever the strides."""
+        if buf.size == 0:                        # only lanes that do not run read it
+            return np.zeros(np.shape(ix), buf.dtype)
+        if buf.ndim == 0:
+            return np.broadcast_to(buf, np.shape(ix)).copy()
+        return buf[np.unravel_index(ix, buf.shape)]
+
+    @staticmethod
+    def scatter(buf, ix, values):
+        """``buf[ix] = values`` (several lanes writing one element: the last one here, a race on a GPU)."""
+        if ix.size == 0:
+            return
+        if buf.ndim == 0:
+            buf[()] = values[-1]
+        else:
+            buf[np.unravel_index(ix, buf.shape)] = values
 
     def binop(self, op, a, b):
         if op in ("<<", ">>"):

@@ -7,10 +7,15 @@ C's types, the usual operators, the ternary, casts, CUDA's math functions) is pa
 made and evaluated with NumPy over the broadcast arguments at each call, with C's types and promotion.
 Anything outside it raises NotImplementedError naming the construct: the stand-in does not pretend to
 run C it cannot read. ``ElementwiseKernel`` takes one or several outputs (a tuple is returned for
-several); ``ReductionKernel`` takes reduce expressions ``a + b``, ``a * b``, ``max(a, b)``, ``min(a, b)``.
-Not simulated (NotImplementedError): ``raw`` parameters (indexing), ``preamble``, ``loop_prep``,
-``size=``, and ``cupy.RawKernel`` / ``RawModule`` (whole CUDA functions with pointers and indexing:
-code that needs them falls back to an ElementwiseKernel here, as backends/fuse_cuda_vec.py does).
+several) and ``raw`` parameters as CuPy does: a raw array is not broadcast but indexed (``x[j]``,
+``x.size()``); the loop runs over the broadcast shape of the non-raw arrays, or over ``size=`` when
+every array argument is raw (CuPy's errors otherwise: "Loop size is undecided.", "Specified 'size' can
+be used only if all of the ndarray are 'raw'.", "Output array size is undecided."); raw input
+parameters are read-only here. ``ReductionKernel`` takes reduce expressions ``a + b``, ``a * b``,
+``max(a, b)``, ``min(a, b)``. Not simulated (NotImplementedError): ``raw`` parameters of a
+ReductionKernel, ``preamble``, ``loop_prep``, and ``cupy.RawKernel`` / ``RawModule`` (whole CUDA
+functions with pointers: code that needs them falls back to an ElementwiseKernel here, as
+backends/fuse_cuda_vec.py does).
 Arguments follow CuPy's rules: device arrays on the current device whose dtype is the declared one (a
 type placeholder ``T`` is bound by the first array argument of that type, then by scalars), or
 scalars (cast to the parameter's type); NumPy arrays are refused; input parameters are const.
@@ -32,14 +37,19 @@ _TYPES = {"float16", "float32", "float64", "bool", "int8", "int16", "int32", "in
           "uint64"}
 
 
-def _params(spec, what):
-    """'float32 x, T y' -> [(type, name)]: type a dtype, or a type placeholder's name (a str)."""
+def _params(spec, what, raw=None):
+    """'float32 x, T y' -> [(type, name)]: type a dtype, or a type placeholder's name (a str). ``raw``: a
+    set collecting the names declared ``raw`` (None: refuse them)."""
     out = []
     for part in (p.strip() for p in spec.split(",") if p.strip()):
         words = part.split()
         if words and words[0] == "raw":
-            raise NotImplementedError(f"{what}: the CuPy stand-in does not simulate 'raw' parameters ({part!r}): "
-                                      "they are indexed (x[j]), which its C subset does not read")
+            if raw is None:
+                raise NotImplementedError(f"{what}: the CuPy stand-in does not simulate 'raw' parameters "
+                                          f"({part!r}) in a ReductionKernel")
+            words = words[1:]
+            if len(words) == 2:
+                raw.add(words[1])
         if len(words) != 2 or not words[1].isidentifier() or not words[0].isidentifier():
             raise NotImplementedError(f"{what}: the CuPy stand-in simulates parameters '<dtype> <name>' or "
                                       f"'<T> <name>' only, got {part!r}")
@@ -63,14 +73,17 @@ def _scalar_dtype(a):
     return np.dtype(bool if type(a) is bool else int if isinstance(a, int) else float)
 
 
-def _bind(params, args, what, types=None):
+def _bind(params, args, what, types=None, raw=()):
     """Host values for the parameters and the placeholders' types, as CuPy decides them: device arrays
     (on the current device) of the declared dtype bind placeholders first, then scalars bind those still
-    free; a scalar is cast to its parameter's type. Returns (values, types, device)."""
+    free; a scalar is cast to its parameter's type; a ``raw`` parameter takes a device array only.
+    Returns (values, types, device)."""
     dev = current_device_id()
     types = {} if types is None else types
     vals = []
     for (t, name), a in zip(params, args):
+        if name in raw and type(a) is not ndarray:
+            raise TypeError(f"{what}: the raw parameter {name!r} takes a cupy.ndarray, got {type(a).__name__}")
         if type(a) is ndarray:
             if a._dev != dev:
                 raise _core._device_mismatch(a._dev, dev)
@@ -124,8 +137,9 @@ class ElementwiseKernel:
     def __init__(self, in_params, out_params, operation, name="kernel", reduce_dims=True, preamble="",
                  no_return=False, return_tuple=False, **kwargs):
         self.name = name
-        self.in_params = _params(in_params, name)
-        self.out_params = _params(out_params, name)
+        self.raw = set()
+        self.in_params = _params(in_params, name, self.raw)
+        self.out_params = _params(out_params, name, self.raw)
         if not self.out_params:
             raise NotImplementedError(f"{name}: the CuPy stand-in simulates kernels with at least one output")
         if preamble or kwargs.get("loop_prep") or kwargs.get("after_loop"):
@@ -139,7 +153,7 @@ class ElementwiseKernel:
         self.no_return, self.return_tuple = no_return, return_tuple
         self.operation = operation
         self.body = _csubset.parse_body(operation, name, set(names) | {"i"}, self.placeholders,
-                                        consts={n for _, n in self.in_params} | {"i"})
+                                        consts={n for _, n in self.in_params} | {"i"}, raw=self.raw, ind=True)
         self._unbound = unbound
 
     def __call__(self, *args, size=None, block_size=None, shared_mem=0, stream=None):
@@ -147,24 +161,33 @@ class ElementwiseKernel:
         if len(args) not in (n_in, n_in + n_out):
             raise TypeError(f"Wrong number of arguments for {self.name!r}. It must be either {n_in} or "
                             f"{n_in + n_out} (with outputs), but given {len(args)}.")
-        if size is not None:
-            raise NotImplementedError(f"{self.name}: the CuPy stand-in does not simulate size= (a kernel "
-                                      "without array arguments indexes raw arrays)")
-        ins, types, dev = _bind(self.in_params, args[:n_in], self.name)
+        raw = self.raw
+        ins, types, dev = _bind(self.in_params, args[:n_in], self.name, raw=raw)
         outs = list(args[n_in:])
         if outs:
             for o in outs:
                 if type(o) is not ndarray:
                     raise TypeError(f"{self.name}: an output must be a cupy.ndarray, got {type(o)}")
-            _bind(self.out_params, outs, self.name, types)
-        arrays = [v for v in ins if v.ndim] + [o._a for o in outs]
-        try:
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        except ValueError:
-            raise ValueError(f"{self.name}: the arguments' shapes {[a.shape for a in arrays]} do not "
-                             "broadcast") from None
-        for o in outs:
-            if o.shape != shape:
+            _bind(self.out_params, outs, self.name, types, raw=raw)
+        elif any(n in raw for _, n in self.out_params):
+            raise ValueError("Output array size is undecided.")         # CuPy's words
+        # the loop runs over the broadcast shape of the non-raw arrays, or size= when every array is raw
+        loop = [v for (_, n), v, a in zip(self.in_params, ins, args) if n not in raw and type(a) is ndarray] + \
+            [o._a for (_, n), o in zip(self.out_params, outs) if n not in raw]
+        if size is not None:
+            if loop:
+                raise ValueError("Specified 'size' can be used only if all of the ndarray are 'raw'.")
+            shape = (int(size),)
+        elif not loop:
+            raise ValueError("Loop size is undecided.")
+        else:
+            try:
+                shape = np.broadcast_shapes(*(a.shape for a in loop))
+            except ValueError:
+                raise ValueError(f"{self.name}: the arguments' shapes {[a.shape for a in loop]} do not "
+                                 "broadcast") from None
+        for (_, n), o in zip(self.out_params, outs):
+            if n not in raw and o.shape != shape:
                 raise ValueError(f"Out shape is mismatched (in {self.name}: output {o.shape}, the arguments "
                                  f"broadcast to {shape})")
         out_types = [_resolve(t, types, self.name) for t, _ in self.out_params]
@@ -174,18 +197,27 @@ class ElementwiseKernel:
         else:
             fresh = False
         in_types = [_resolve(t, types, self.name) for t, _ in self.in_params]
+        loop_size = int(np.prod(shape))
 
         def run():
-            env, decl = {}, {}
+            env, decl, bufs = {}, {}, {}
             for (_, n), t, v in zip(self.in_params, in_types, ins):
-                env[n], decl[n] = _csubset.Value(v, t), t
+                if n in raw:
+                    bufs[n] = v
+                else:
+                    env[n], decl[n] = _csubset.Value(v, t), t
             for (_, n), t, o in zip(self.out_params, out_types, outs):
-                env[n], decl[n] = _csubset.Value(_uninitialised(shape, t) if fresh else o._a, t), t
+                if n in raw:
+                    bufs[n] = o._a
+                else:
+                    env[n], decl[n] = _csubset.Value(_uninitialised(shape, t) if fresh else o._a, t), t
             m = _csubset.Machine(self.name, self.operation, env, decl, types, shape,
-                                 index=lambda: np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape))
+                                 index=lambda: np.arange(loop_size, dtype=np.int64).reshape(shape),
+                                 raw=bufs, loop_size=loop_size)
             with np.errstate(all="ignore"):              # CUDA kernels never warn
                 m.run(self.body)
-                _write(outs, [env[n].a for _, n in self.out_params])
+                written = [(o, env[n].a) for (_, n), o in zip(self.out_params, outs) if n not in raw]
+                _write([o for o, _ in written], [v for _, v in written])
             if self.no_return:
                 return None
             return outs[0] if len(outs) == 1 and not self.return_tuple else tuple(outs)
