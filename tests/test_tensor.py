@@ -249,3 +249,33 @@ def test_list_of_tensors_keeps_their_dtype():
     t = ag.tensor([1.0, 2.0], dtype=ag.float64)
     assert ag.tensor([t, t]).dtype == ag.float64
     assert ag.tensor([ag.tensor(1.0), ag.tensor(2.0)]).dtype == ag.float32
+
+
+def test_cuda_backend_keeps_python_numbers_weak_from_cupy_14(monkeypatch):
+    # CuPy 14 follows NumPy 2's promotion (NEP 50); CuPy 13 promotes Python numbers by value, so there the
+    # backend passes them typed (CupyBackend.scalar)
+    from types import SimpleNamespace
+    monkeypatch.setattr(cupy_backend, "_simulated", False)
+    for version, weak in [("13.6.0", False), ("14.0.0rc1", True), ("14.2.0", True), ("15.0.0", True)]:
+        assert cupy_backend._weak_scalars(SimpleNamespace(__version__=version)) is weak
+    assert cupy_backend._weak_scalars(SimpleNamespace()) is False
+
+
+@pytest.mark.parametrize("weak", [True, False], ids=["cupy14", "cupy13"])
+def test_python_number_operands_promote_alike_with_weak_and_typed_scalars(weak, device, monkeypatch):
+    # weak_scalars False (CuPy 13) takes the typed path through CupyBackend.scalar: same dtypes and values
+    if device == "cpu":
+        pytest.skip("the CUDA backend's two paths")
+    backend = ag.ones(1, device=device).device.backend
+    monkeypatch.setattr(backend, "weak_scalars", weak)
+    cases = [(ag.float32, lambda t: t * 1.1), (ag.float32, lambda t: 0.5 + t), (ag.float16, lambda t: t - 3),
+             (ag.float64, lambda t: 2.0 / t), (ag.int32, lambda t: t * 0.5), (ag.int8, lambda t: t + 100),
+             (ag.bool_, lambda t: t + 1), (ag.float32, lambda t: t * np.float64(2.0)),
+             (ag.float32, lambda t: t * 1j), (ag.uint8, lambda t: 3 - t)]
+    for dtype, f in cases:
+        x = ag.tensor([1, 2, 4], dtype=dtype)
+        want, got = f(x), f(x.to(device))
+        assert got.dtype == want.dtype and np.array_equal(got.cpu().numpy(), want.numpy()), (dtype, want, got)
+    x = ag.tensor([0.5, -1.0, 2.0], device=device, requires_grad=True)
+    (x * 1.5 + 0.25).sum().backward()
+    assert x.grad.dtype == ag.float32 and x.grad.tolist() == [1.5, 1.5, 1.5]

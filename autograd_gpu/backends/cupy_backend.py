@@ -99,9 +99,25 @@ def require_cuda(index=0):
     return cp
 
 
+def _weak_scalars(cp):
+    """Whether this CuPy keeps a Python number weak in arithmetic (float32 array * 2.5 stays float32, int8
+    array + 1 stays int8), so ops pass Python numbers as they are (no ``scalar()`` call per op).
+
+    CuPy 14 does: it follows NumPy 2's promotion, NEP 50 (cupy/cupy#8323, "NEP50"; #8306: "match CuPy v14
+    API with NumPy 2.0"; #8754 dropped the user guide's value-based "Type promotion" section). CuPy 13
+    follows NumPy 1's value-based rules for Python scalars, so there ops pass them typed by ``scalar()``.
+    The stand-in runs NumPy 2 under CuPy 14's API (it has no ``__version__``): weak, as CuPy 14."""
+    if _simulated:
+        return True
+    try:
+        return int(str(cp.__version__).split(".")[0]) >= 14
+    except (AttributeError, ValueError):
+        return False
+
+
 class CupyBackend(*CUPY_MIXINS, Backend):
     name = "cupy"
-    weak_scalars = False     # older CuPy promotes by value: pass scalars typed (see scalar())
+    weak_scalars = False     # set per backend from the CuPy version: see _weak_scalars
     trace_through = TRACE_THROUGH     # ag.compile traces into the fused kernels' NumPy twins, TRACE_AS
     trace_as = TRACE_AS               # (backends/kernels/__init__.py)
 
@@ -109,6 +125,7 @@ class CupyBackend(*CUPY_MIXINS, Backend):
         super().__init__(device)
         cp = require_cuda(device.index)
         self.xp = cp
+        self.weak_scalars = _weak_scalars(cp)
         self._cuda_device = cp.cuda.Device(device.index)
         # on GPU 0 (the usual case) no context switch is needed around each op
         self.context = None if device.index == 0 else (lambda: self._cuda_device)
@@ -156,7 +173,8 @@ class CupyBackend(*CUPY_MIXINS, Backend):
 
     def scalar(self, value, dtype):
         """A Python scalar as a typed NumPy scalar, so CuPy keeps a float32 array float32 whatever
-        its promotion rules (and no host-to-device copy happens)."""
+        its promotion rules (and no host-to-device copy happens). Arithmetic with a Python number
+        (``t * 0.5``) calls it only where ``weak_scalars`` is False (CuPy 13)."""
         return dtype.type(value)
 
     def synchronize(self):

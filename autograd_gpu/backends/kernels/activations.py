@@ -208,18 +208,23 @@ class CupyActivations:
     # the scale costs nothing inside the softmax kernel, and dS then carries it (no pass over q or dQ)
     softmax_takes_scale = True
 
+    # relu, bias_relu, tanh, sigmoid and silu look their kernel up inline, ``_built.get(key) or kernel(...)``
+    # (a kernel object is always true): once built, no Python call, so each costs CUDA no more Python calls
+    # than its NumPy twin costs the CPU (issue 23: Python calls per op on CUDA no more than on the CPU).
     def _k(self, name, dtype):
         return kernel(self.xp, name, dtype)
 
     def relu_backward(self, g, y):
         """grad * (y > 0): relu's backward from its saved output (equals ReluBackward). One kernel."""
+        k = _built.get((self.xp, "relu_backward", g.dtype.char)) or kernel(self.xp, "relu_backward", g.dtype)
         with self._cuda_device:
-            return self._k("relu_backward", g.dtype)(g, y)
+            return k(g, y)
 
     def bias_relu(self, y, b):
         """max(y + b, 0) in place in y, b broadcast over the rows (equals the add then relu). One kernel."""
+        k = _built.get((self.xp, "bias_relu", y.dtype.char)) or kernel(self.xp, "bias_relu", y.dtype)
         with self._cuda_device:
-            return self._k("bias_relu", y.dtype)(y, b, y)
+            return k(y, b, y)
 
     def bias_grad(self, g):
         """The column sums of the (rows, n) array g (a bias's gradient): one reduction."""
@@ -228,13 +233,15 @@ class CupyActivations:
 
     def tanh_backward(self, g, y):
         """grad * (1 - y * y) from tanh's saved output. One kernel."""
+        k = _built.get((self.xp, "tanh_backward", g.dtype.char)) or kernel(self.xp, "tanh_backward", g.dtype)
         with self._cuda_device:
-            return self._k("tanh_backward", g.dtype)(g, y)
+            return k(g, y)
 
     def sigmoid_backward(self, g, y):
         """grad * (1 - y) * y from sigmoid's saved output. One kernel."""
+        k = _built.get((self.xp, "sigmoid_backward", g.dtype.char)) or kernel(self.xp, "sigmoid_backward", g.dtype)
         with self._cuda_device:
-            return self._k("sigmoid_backward", g.dtype)(g, y)
+            return k(g, y)
 
     def gelu(self, x, approximate):
         """(gelu(x), None): one kernel; the backward recomputes from x (free inside its kernel)."""
@@ -256,13 +263,15 @@ class CupyActivations:
 
     def silu(self, x):
         """(x * sigmoid(x), None): one kernel."""
+        k = _built.get((self.xp, "silu", x.dtype.char)) or kernel(self.xp, "silu", x.dtype)
         with self._cuda_device:
-            return self._k("silu", x.dtype)(x), None
+            return k(x), None
 
     def silu_backward(self, g, x, aux):
         """grad * s (1 + x (1 - s)), s = sigmoid(x): one kernel."""
+        k = _built.get((self.xp, "silu_backward", g.dtype.char)) or kernel(self.xp, "silu_backward", g.dtype)
         with self._cuda_device:
-            return self._k("silu_backward", g.dtype)(g, x)
+            return k(g, x)
 
     def attention_softmax(self, s, mask, scale):
         """softmax(s * scale + mask) over the last axis, in place in s (the unscaled scores, fresh; mask None
