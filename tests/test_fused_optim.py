@@ -169,8 +169,53 @@ def test_step_uses_the_fused_update_and_bumps_each_version_once(device, monkeypa
     assert p.grad is None and q.grad is None
 
 
+def _launch_counter():
+    from autograd_gpu.backends import cupy_backend
+    if not cupy_backend.simulated():
+        pytest.skip("counts launches on the CuPy stand-in")
+    from autograd_gpu.testing import cupy_standin
+    return cupy_standin.count_launches
+
+
 @pytest.mark.gpu
-def test_cuda_kernels_build_once_per_dtype_and_options():
+@pytest.mark.parametrize("cls, kw", CASES, ids=IDS)
+def test_one_launch_per_dtype_bucket_on_cuda(cls, kw):
+    """On the stand-in's launch counter: one kernel per (device, dtype) bucket of a group, whatever the
+    number of parameters (the step-by-step update made 2 (SGD) to 16 (RMSprop) per parameter, the
+    per-parameter kernel one each); zero_grad() launches nothing."""
+    count_launches = _launch_counter()
+    params, opt = _run(cls, kw, "cuda", SPECS, True, steps=1)
+    _set_grads(params, SPECS, "cuda", np.random.default_rng(3))
+    with count_launches() as log:
+        opt.step()
+    assert log.launches == len({d for shape, d, g in SPECS if g and 0 not in shape}) == 2
+    with count_launches() as log:
+        opt.zero_grad()
+    assert log.launches == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cls, kw", [CASES[6], CASES[12], CASES[19], CASES[23]], ids=[IDS[6], IDS[12], IDS[19], IDS[23]])
+def test_many_parameters_take_one_launch_per_chunk_and_equal_the_step_by_step_update(cls, kw):
+    """More parameters than one kernel's argument space holds (CUDA's 4 KiB, or _MAX_SLOTS) take one launch
+    per chunk; mixed shapes and non-contiguous ones in the same chunks, equal to the reference."""
+    count_launches = _launch_counter()
+    specs = [((i % 5 + 2, i % 3 + 2), "float32", True) for i in range(2 * kernels._MAX_SLOTS + 3)] + \
+        [((0,), "float32", True), ((), "float32", True)]
+    fused = _run(cls, kw, "cuda", specs, True, noncontiguous=True)
+    _assert_same(specs, fused, _run(cls, kw, "cuda", specs, False, noncontiguous=True))
+    params, opt = fused
+    _set_grads(params, specs, "cuda", np.random.default_rng(4))
+    with count_launches() as log:
+        opt.step()
+    arrays = 2 + len([k for k, v in opt.state[params[0]].items() if isinstance(v, ag.Tensor)])
+    per_launch = min(kernels._MAX_SLOTS, (kernels._ARG_BYTES - 8 * 10) // (arrays * 48 + 8))   # all 2-d
+    n = len(specs) - 1                                            # the empty parameter launches nothing
+    assert 1 < -(-n // kernels._MAX_SLOTS) <= log.launches <= -(-n // per_launch) < n
+
+
+@pytest.mark.gpu
+def test_cuda_kernels_build_once_per_dtype_options_and_count():
     """Every kernel body is one the CuPy in use accepts (on the stand-in: inside its C subset), built once."""
     if not ag.cuda.is_available():
         pytest.skip("CuPy or a CUDA GPU is missing")
@@ -181,26 +226,14 @@ def test_cuda_kernels_build_once_per_dtype_and_options():
         for dtype in ("float16", "float32", "float64"):
             for bits in range(2 ** n):
                 flags = tuple(bool(bits >> i & 1) for i in range(n))
-                k = backend._optim_kernel(family, np.dtype(dtype), source, flags)
-                assert k is not None and backend._optim_kernel(family, np.dtype(dtype), source, flags) is k
+                for k in (1, 3):
+                    kern = backend._optim_kernel(family, np.dtype(dtype), source, flags, k)
+                    assert kern is not None and backend._optim_kernel(family, np.dtype(dtype), source, flags, k) is kern
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("cls, kw", CASES, ids=IDS)
-def test_one_launch_per_parameter_on_cuda(cls, kw):
-    """On the stand-in's launch counter: one kernel per parameter with a gradient (the step-by-step
-    update made 2 (SGD) to 16 (RMSprop) per parameter); zero_grad() launches nothing."""
-    from autograd_gpu.backends import cupy_backend
-    if not cupy_backend.simulated():
-        pytest.skip("counts launches on the CuPy stand-in")
-    from autograd_gpu.testing import cupy_standin
-    if not hasattr(cupy_standin, "count_launches"):
-        pytest.skip("the stand-in has no launch counter yet")
-    params, opt = _run(cls, kw, "cuda", SPECS, True, steps=1)
-    _set_grads(params, SPECS, "cuda", np.random.default_rng(3))
-    with cupy_standin.count_launches() as log:
-        opt.step()
-    assert log.launches == sum(1 for shape, _, g in SPECS if g and 0 not in shape)
-    with cupy_standin.count_launches() as log:
-        opt.zero_grad()
-    assert log.launches == 0
+def test_the_bucket_kernel_is_a_table_of_offsets_over_raw_arrays():
+    ins, outs, op = kernels._multi_source(*kernels._adam_source(True, False, False, True), 3, "float32")
+    assert ins.startswith("raw float32 g0, raw float32 g1, raw float32 g2, int64 o1, int64 o2, float32 b1")
+    assert outs == ", ".join(f"raw float32 {n}{q}" for q in range(3) for n in ("p", "m", "v", "vmax"))
+    assert "if (i < o1) { j = i; g = g0[j];" in op and "else { j = i - o2; g = g2[j];" in op
+    assert "else { p2[j] = p; m2[j] = m; v2[j] = v; vmax2[j] = vmax; }" in op

@@ -15,27 +15,30 @@ What runs:
   single-threaded passes: on the shared 2-core machine under load, Adam with three threaded MKL axpys a
   parameter took from the same time as NumPy's passes to 20 times as long from run to run (OpenMP
   threads waiting on a busy core); NumPy's passes did not vary so.
-- CuPy: one ElementwiseKernel launch per parameter doing the whole update, each kernel built once per
-  (dtype, options) and cached; the numbers are kernel arguments, so a scheduler changing lr builds
-  nothing. Counted on the stand-in (count_launches) for the MLP 784-512-512-10 (6 parameters), launches
-  a step, step by step -> fused: SGD 12 -> 6, SGD Nesterov with weight decay 48 -> 6, Adam 78 -> 6,
-  AdamW with AMSGrad 90 -> 6, RMSprop centered with momentum 96 -> 6, Adagrad with weight decay 54 -> 6.
-  ``zero_grad()`` launches nothing (set_to_none=True, the default, as in PyTorch).
+- CuPy: one ElementwiseKernel launch per bucket doing the whole update of all its parameters (what
+  PyTorch's fused=True does with a pointer table): every array is a ``raw`` kernel parameter (g0, p0,
+  m0, ..., g1, p1, ...), the loop runs over size = the parameters' total size, and element i belongs to
+  parameter q where o_q <= i < o_{q+1} (int64 offsets passed as arguments): a chain of if/else loads
+  the element into locals, the update runs once, a second chain stores it back. Kernels are built once
+  per (dtype, options, number of parameters) and cached; the numbers are kernel arguments, so a
+  scheduler changing lr builds nothing. A bucket whose arrays do not fit CUDA's 4 KiB of kernel
+  arguments (a 1-d raw array is a 32-byte CArray; contiguous arrays are passed flattened, views) or
+  _MAX_SLOTS (24) parameters takes one launch per chunk (24 parameters a launch for every optimizer
+  but AMSGrad's 22 and centered RMSprop with momentum's 22, fewer for non-contiguous n-d arrays). Parameters, gradients and state stay where they are (no flat buffer to re-home p.data
+  into, no gather/scatter copies; state_dict unchanged). Counted on the stand-in (count_launches) for
+  the MLP 784-512-512-10 (6 parameters), launches a step, step by step -> per-parameter kernel ->
+  bucket kernel: SGD 12 -> 6 -> 1, SGD Nesterov with weight decay 48 -> 6 -> 1, Adam 78 -> 6 -> 1, AdamW
+  with AMSGrad 90 -> 6 -> 1, RMSprop centered with momentum 96 -> 6 -> 1, Adagrad with weight decay
+  54 -> 6 -> 1; the transformer's 28 parameters with Adam: 28 -> 2 (24 + 4). ``zero_grad()`` launches nothing
+  (set_to_none=True, the default, as in PyTorch).
 
-Why not one launch for all parameters of a group (what PyTorch's fused=True does): it needs either
-(a) a kernel that reaches every parameter through a table (CuPy's own ``concatenate`` kernel indexes
-``reinterpret_cast<T*>(ptrs[k])``; PyTorch passes the pointers as kernel arguments), or (b) parameters,
-gradients and state kept in one flat buffer per dtype and device. (a) is outside the C subset the CuPy
-stand-in evaluates (no pointers, no ``raw`` indexing), so it could not be tested here. (b) makes every
-``p.data`` a view into the optimizer's buffer (re-homed at the first step, again after a user's
-``p.data = ...``, ``module.to()`` or a load; ag.compile's CUDA graphs read parameters by address), and
-the gradients still arrive as separate arrays from backward, so each step first gathers them:
-``cupy.concatenate`` copies one array per launch for up to 8 arrays (more take its pointer kernel plus
-three host-to-device copies), unless backward itself wrote them into the buffer (autograd's engine
-would have to own that; with set_to_none=False it already adds into an existing .grad in place, at one
-launch a parameter). Counted for the MLP: (b) makes 6 copies + 1 update = 7 launches a step, this
-per-parameter kernel 6. The list signatures keep (a) open: a multi-tensor kernel replaces the loop in
-CupyOptim without touching optim/.
+Why not a flat buffer per dtype (parameters, gradients and state in one array each, one plain
+elementwise launch): every ``p.data`` would have to be a view into the optimizer's buffer (re-homed at
+the first step, again after a user's ``p.data = ...``, ``module.to()`` or a load; ag.compile's CUDA
+graphs read parameters by address), and the gradients still arrive as separate arrays from backward,
+so each step would first gather them (``cupy.concatenate``: one copy launch per array): 6 + 1 launches
+for the MLP against 1 here. On a GPU the if/else chain costs a few compares per element (the branch is
+uniform within a warp except at the parameters' boundaries); the update is memory-bound either way.
 """
 import numpy as np
 
@@ -200,13 +203,24 @@ class NumpyOptim:
         _adagrad(np, params, grads, sums, clr, weight_decay, eps, maximize)
 
 
-# -- CuPy: one ElementwiseKernel per parameter ------------------------------------------------------------
-# Bodies use only assignments to the declared outputs, + - * /, sqrt, parentheses, a ternary (AMSGrad's
-# max) and the parameter names (the numbers are parameters too, no literals): plain CUDA C inside the
-# subset the CuPy stand-in evaluates (testing/cupy_standin/_csubset.py). The direction
-# d = -g (maximize) + wd * p is spelled inline where it is used, always before p is written.
+# -- CuPy: one ElementwiseKernel per bucket (a table of offsets over raw arrays) ---------------------------
+# The update of one element is spelled on locals (p, g and the state: m, v, vmax, s, gbar, buf) with only
+# assignments, + - * /, sqrt, parentheses and a ternary (AMSGrad's max); the numbers are kernel parameters
+# (no literals), so a scheduler changing lr builds nothing. The direction d = -g (maximize) + wd * p is
+# spelled inline where it is used, always before p is written. _multi_source wraps it into a kernel over
+# K parameters at once: every array is a raw parameter (g0, p0, m0, ..., g1, p1, ...), the loop runs over
+# size = the sum of their sizes, and element i belongs to parameter q where o_q <= i < o_{q+1} (the
+# offsets o1.. are int64 arguments): a chain of if/else loads the element into the locals, the update
+# runs once, a second chain stores it back. Plain CUDA C inside the subset the CuPy stand-in evaluates
+# (testing/cupy_standin/_csubset.py, raw parameters included).
 _KERNELS = {}
 _CTYPES = {"float16": "float16", "float32": "float32", "float64": "float64"}
+_C_LOCAL = {"float16": "float16", "float32": "float", "float64": "double"}
+# CUDA passes kernel arguments in 4 KiB: a raw 1-d array is a CArray of 32 bytes (pointer, size, shape,
+# strides; 16 more per extra dimension), a number 8; a bucket with more parameters than fit takes one
+# launch per chunk. _MAX_SLOTS bounds the code of one kernel (each slot adds a load and a store branch).
+_ARG_BYTES = 3800
+_MAX_SLOTS = 24
 
 
 def _d(weight_decay, maximize):
@@ -264,79 +278,133 @@ def _adagrad_source(wd, maximize):
     return ins, ["p", "s"], f"s = s + {d} * {d}; p = p - clr * ({d} / (sqrt(s) + eps));"
 
 
-class CupyOptim:
-    """CuPy implementations (mixed into CupyBackend): one kernel launch per non-empty parameter, kernels
-    built once per dtype and options and cached. Other dtypes than float16/32/64 (complex SGD: the other optimizers
-    update complex parameters as float pairs) take the array ops of NumpyOptim on CuPy."""
+def _multi_source(ins, outs, body, k, t):
+    """(in_params, out_params, operation) of the kernel updating ``k`` parameters in one launch: raw
+    arrays g<q> (read) and p<q>, <state><q> (read and written) for q < k, offsets o1..o<k-1> (parameter q
+    is elements o_q <= i < o_{q+1} of the loop, o_0 = 0), then the numbers; ``body`` updates the locals."""
+    ct = _C_LOCAL[t]
+    in_params = [f"raw {t} g{q}" for q in range(k)] + [f"int64 o{q}" for q in range(1, k)] + \
+        [f"{t} {n}" for n in ins[1:]]
+    out_params = [f"raw {t} {n}{q}" for q in range(k) for n in outs]
 
-    def _optim_kernel(self, family, dtype, source, flags):
-        key = (family, dtype.name, flags)
-        k = _KERNELS.get(key, False)
-        if k is False:
-            ins, outs, body = source(*flags)
+    def chain(arm):
+        if k == 1:
+            return "{ " + arm(0) + " }"
+        src = ""
+        for q in range(k):
+            cond = f"if (i < o{q + 1}) " if q < k - 1 else ""
+            src += ("" if q == 0 else " else ") + cond + "{ " + arm(q) + " }"
+        return src
+
+    def load(q):
+        j = "j = i;" if q == 0 else f"j = i - o{q};"
+        return j + " " + " ".join(f"{n} = {n}{q}[j];" for n in ["g"] + outs)
+
+    def store(q):
+        return " ".join(f"{n}{q}[j] = {n};" for n in outs)
+
+    op = f"ptrdiff_t j; {ct} {', '.join(['g'] + outs)};\n{chain(load)}\n{body}\n{chain(store)}"
+    return ", ".join(in_params), ", ".join(out_params), op
+
+
+def _arg_bytes(a):
+    return 16 + 16 * max(a.ndim, 1)
+
+
+class CupyOptim:
+    """CuPy implementations (mixed into CupyBackend): one kernel launch per bucket (its non-empty
+    parameters; more than fit in CUDA's 4 KiB of kernel arguments, or _MAX_SLOTS, take one launch per
+    chunk), kernels built once per dtype, options and number of parameters and cached. Other dtypes than
+    float16/32/64 (complex SGD: the other optimizers update complex parameters as float pairs) take the
+    array ops of NumpyOptim on CuPy."""
+
+    def _optim_kernel(self, family, dtype, source, flags, k=1):
+        key = (family, dtype.name, flags, k)
+        kern = _KERNELS.get(key, False)
+        if kern is False:
             t = _CTYPES.get(dtype.name)
-            k = None if t is None else self.xp.ElementwiseKernel(
-                ", ".join(f"{t} {n}" for n in ins), ", ".join(f"{t} {n}" for n in outs), body,
-                f"ag_{family}_{t}_" + "".join("1" if f else "0" for f in flags))
-            _KERNELS[key] = k
-        return k
+            kern = None
+            if t is not None:
+                ins, outs, op = _multi_source(*source(*flags), k, t)
+                kern = self.xp.ElementwiseKernel(ins, outs, op, f"ag_{family}{k}_{t}_" +
+                                                 "".join("1" if f else "0" for f in flags))
+            _KERNELS[key] = kern
+        return kern
+
+    def _launch(self, family, source, flags, numbers, rows):
+        """Update every parameter of ``rows`` ([g, p, state...] a parameter, same dtype): one launch per
+        chunk of parameters whose arrays fit the argument space; False where the dtype has no kernel."""
+        rows = [[a.reshape(-1) if a.flags.c_contiguous and a.ndim != 1 else a for a in r]
+                for r in rows if r[1].size]
+        if not rows:
+            return True
+        dtype = rows[0][1].dtype
+        if dtype.name not in _CTYPES:
+            return False
+        budget = _ARG_BYTES - 8 * len(numbers)
+        chunk, used = [], 0
+        for r in rows + [None]:
+            cost = None if r is None else sum(_arg_bytes(a) for a in r) + 8
+            if chunk and (r is None or used + cost > budget or len(chunk) == _MAX_SLOTS):
+                k = len(chunk)
+                kern = self._optim_kernel(family, dtype, source, flags, k)
+                offs, n = [], 0
+                for c in chunk:
+                    n += c[1].size
+                    offs.append(n)
+                kern(*(c[0] for c in chunk), *offs[:-1], *numbers,
+                     *(a for c in chunk for a in c[1:]), size=n)
+                chunk, used = [], 0
+            if r is not None:
+                chunk.append(r)
+                used += cost
+        return True
 
     def sgd_step(self, params, grads, bufs, lr, weight_decay=0.0, momentum=0.0, dampening=0.0, nesterov=False,
                  maximize=False, first=False):
-        """As NumpyOptim.sgd_step: one launch per parameter."""
+        """As NumpyOptim.sgd_step: one launch for the bucket."""
         flags = (weight_decay != 0, bool(maximize), momentum != 0, dampening != 0, bool(nesterov), bool(first))
+        nums = [lr] + ([weight_decay] if flags[0] else []) + ([momentum] if flags[2] else []) + \
+            ([1 - dampening] if flags[3] else [])
+        rows = [[g, a] + ([bufs[i]] if flags[2] else []) for i, (a, g) in enumerate(zip(params, grads))]
         with self._cuda_device:
-            k = self._optim_kernel("sgd", params[0].dtype, _sgd_source, flags) if params else None
-            if k is None:
-                return _sgd(self.xp, self.axpy, params, grads, bufs, lr, weight_decay, momentum, dampening,
-                            nesterov, maximize, first)
-            nums = [lr] + ([weight_decay] if flags[0] else []) + ([momentum] if flags[2] else []) + \
-                ([1 - dampening] if flags[3] else [])
-            for i, (a, g) in enumerate(zip(params, grads)):
-                if a.size:
-                    k(g, *nums, a, *((bufs[i],) if flags[2] else ()))
+            if not self._launch("sgd", _sgd_source, flags, nums, rows):
+                _sgd(self.xp, self.axpy, params, grads, bufs, lr, weight_decay, momentum, dampening,
+                     nesterov, maximize, first)
 
     def adam_step(self, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, beta1, beta2, eps, weight_decay,
                   decoupled, maximize, step_size, bias2, decay):
-        """As NumpyOptim.adam_step: one launch per parameter."""
+        """As NumpyOptim.adam_step: one launch for the bucket."""
         amsgrad = max_exp_avg_sqs is not None
         flags = (weight_decay != 0, bool(decoupled), bool(maximize), amsgrad)
+        nums = [beta1, 1 - beta1, beta2, 1 - beta2, eps, step_size, bias2]
+        if flags[0]:
+            nums.append(decay if decoupled else weight_decay)
+        rows = [[g, a, m, v] + ([max_exp_avg_sqs[i]] if amsgrad else [])
+                for i, (a, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs))]
         with self._cuda_device:
-            k = self._optim_kernel("adam", params[0].dtype, _adam_source, flags) if params else None
-            if k is None:
-                return _adam(self.xp, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, beta1,
-                             beta2, eps, weight_decay, decoupled, maximize, step_size, bias2, decay)
-            nums = [beta1, 1 - beta1, beta2, 1 - beta2, eps, step_size, bias2]
-            if flags[0]:
-                nums.append(decay if decoupled else weight_decay)
-            for i, (a, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
-                if a.size:
-                    k(g, *nums, a, m, v, *((max_exp_avg_sqs[i],) if amsgrad else ()))
+            if not self._launch("adam", _adam_source, flags, nums, rows):
+                _adam(self.xp, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, beta1,
+                      beta2, eps, weight_decay, decoupled, maximize, step_size, bias2, decay)
 
     def rmsprop_step(self, params, grads, square_avgs, grad_avgs, momentum_bufs, lr, alpha, eps, weight_decay,
                      momentum, maximize):
-        """As NumpyOptim.rmsprop_step: one launch per parameter."""
+        """As NumpyOptim.rmsprop_step: one launch for the bucket."""
         centered, mom = grad_avgs is not None, momentum_bufs is not None
         flags = (weight_decay != 0, bool(maximize), centered, mom)
+        nums = [lr, alpha, 1 - alpha, eps] + ([weight_decay] if flags[0] else []) + ([momentum] if mom else [])
+        rows = [[g, a, s] + ([grad_avgs[i]] if centered else []) + ([momentum_bufs[i]] if mom else [])
+                for i, (a, g, s) in enumerate(zip(params, grads, square_avgs))]
         with self._cuda_device:
-            k = self._optim_kernel("rmsprop", params[0].dtype, _rmsprop_source, flags) if params else None
-            if k is None:
-                return _rmsprop(self.xp, params, grads, square_avgs, grad_avgs, momentum_bufs, lr,
-                                alpha, eps, weight_decay, momentum, maximize)
-            nums = [lr, alpha, 1 - alpha, eps] + ([weight_decay] if flags[0] else []) + ([momentum] if mom else [])
-            for i, (a, g, s) in enumerate(zip(params, grads, square_avgs)):
-                if a.size:
-                    k(g, *nums, a, s, *((grad_avgs[i],) if centered else ()),
-                      *((momentum_bufs[i],) if mom else ()))
+            if not self._launch("rmsprop", _rmsprop_source, flags, nums, rows):
+                _rmsprop(self.xp, params, grads, square_avgs, grad_avgs, momentum_bufs, lr,
+                         alpha, eps, weight_decay, momentum, maximize)
 
     def adagrad_step(self, params, grads, sums, clr, weight_decay, eps, maximize):
-        """As NumpyOptim.adagrad_step: one launch per parameter."""
+        """As NumpyOptim.adagrad_step: one launch for the bucket."""
         flags = (weight_decay != 0, bool(maximize))
+        nums = [clr, eps] + ([weight_decay] if flags[0] else [])
+        rows = [[g, a, s] for a, g, s in zip(params, grads, sums)]
         with self._cuda_device:
-            k = self._optim_kernel("adagrad", params[0].dtype, _adagrad_source, flags) if params else None
-            if k is None:
-                return _adagrad(self.xp, params, grads, sums, clr, weight_decay, eps, maximize)
-            nums = [clr, eps] + ([weight_decay] if flags[0] else [])
-            for a, g, s in zip(params, grads, sums):
-                if a.size:
-                    k(g, *nums, a, s)
+            if not self._launch("adagrad", _adagrad_source, flags, nums, rows):
+                _adagrad(self.xp, params, grads, sums, clr, weight_decay, eps, maximize)
