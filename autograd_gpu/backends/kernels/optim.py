@@ -18,19 +18,20 @@ What runs:
 - CuPy: one ElementwiseKernel launch per bucket doing the whole update of all its parameters (what
   PyTorch's fused=True does with a pointer table): every array is a ``raw`` kernel parameter (g0, p0,
   m0, ..., g1, p1, ...), the loop runs over size = the parameters' total size, and element i belongs to
-  parameter q where o_q <= i < o_{q+1} (int64 offsets passed as arguments): a chain of if/else loads
-  the element into locals, the update runs once, a second chain stores it back. Kernels are built once
-  per (dtype, options, number of parameters) and cached; the numbers are kernel arguments, so a
-  scheduler changing lr builds nothing. A bucket whose arrays do not fit CUDA's 4 KiB of kernel
-  arguments (a 1-d raw array is a 32-byte CArray; contiguous arrays are passed flattened, views) or
-  _MAX_SLOTS (24) parameters takes one launch per chunk (24 parameters a launch for every optimizer
-  but AMSGrad's 22 and centered RMSprop with momentum's 22, fewer for non-contiguous n-d arrays). Parameters, gradients and state stay where they are (no flat buffer to re-home p.data
-  into, no gather/scatter copies; state_dict unchanged). Counted on the stand-in (count_launches) for
-  the MLP 784-512-512-10 (6 parameters), launches a step, step by step -> per-parameter kernel ->
-  bucket kernel: SGD 12 -> 6 -> 1, SGD Nesterov with weight decay 48 -> 6 -> 1, Adam 78 -> 6 -> 1, AdamW
-  with AMSGrad 90 -> 6 -> 1, RMSprop centered with momentum 96 -> 6 -> 1, Adagrad with weight decay
-  54 -> 6 -> 1; the transformer's 28 parameters with Adam: 28 -> 2 (24 + 4). ``zero_grad()`` launches nothing
-  (set_to_none=True, the default, as in PyTorch).
+  parameter q where o_q <= i < o_{q+1} (int64 offsets passed as arguments): a chain of if/else loads the
+  element into locals, the update runs once, a second chain stores it back. Kernels are built once per
+  (dtype, options, number of parameters) and cached; the numbers are kernel arguments, so a scheduler
+  changing lr builds nothing. A bucket whose arrays do not fit CUDA's 4 KiB of kernel arguments (a 1-d
+  raw array is a 32-byte CArray; contiguous arrays are passed flattened, views) or _MAX_SLOTS (24)
+  parameters takes one launch per chunk (24 parameters a launch for every optimizer but AMSGrad's 22 and
+  centered RMSprop with momentum's 22, fewer for non-contiguous n-d arrays). Parameters, gradients and
+  state stay where they are (no flat buffer to re-home p.data into, no gather/scatter copies; state_dict
+  unchanged). Counted on the stand-in (count_launches) for the MLP 784-512-512-10 (6 parameters),
+  launches a step, step by step -> per-parameter kernel -> bucket kernel: SGD 12 -> 6 -> 1, SGD Nesterov
+  with weight decay 48 -> 6 -> 1, Adam 78 -> 6 -> 1, AdamW with AMSGrad 90 -> 6 -> 1, RMSprop centered
+  with momentum 96 -> 6 -> 1, Adagrad with weight decay 54 -> 6 -> 1; the transformer's 28 parameters
+  with Adam: 28 -> 2 (24 + 4). ``zero_grad()`` launches nothing (set_to_none=True, the default, as in
+  PyTorch).
 
 Why not a flat buffer per dtype (parameters, gradients and state in one array each, one plain
 elementwise launch): every ``p.data`` would have to be a view into the optimizer's buffer (re-homed at
