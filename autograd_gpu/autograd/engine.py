@@ -33,9 +33,10 @@ _callbacks = threading.local()         # .stack: one list of queued callbacks pe
 
 
 class _Callbacks(list):
-    """The callbacks queued during one backward(); ``writes_grad`` is False inside grad(). (No
-    __init__ of its own: list's C one is cheaper, and one is made per backward.)"""
-    __slots__ = ("writes_grad",)
+    """The callbacks queued during one backward(); ``writes_grad`` is False inside grad(); ``leaf`` the
+    leaves' gradient totals (None with create_graph: see leaf_sum). (No __init__ of its own: list's C
+    one is cheaper, and one is made per backward.)"""
+    __slots__ = ("writes_grad", "leaf")
 
 
 def current_backward():
@@ -128,6 +129,7 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
         stack = _callbacks.stack = []
     callbacks = _Callbacks()
     callbacks.writes_grad = captured is None
+    callbacks.leaf = leaf if not create_graph else None     # for leaf_sum: the totals this backward owns
     stack.append(callbacks)
     try:
         if len(buffers) == 1:                      # one root (a loss): nothing to order
@@ -330,6 +332,25 @@ def _needed_nodes(roots, wanted_leaves, capture_nodes):
                 if m not in visited:
                     stack.append((m, False))
     return needed
+
+
+def leaf_sum(node, i, shape, dtype):
+    """The array into which the running backward (create_graph=False) sums the gradient of the leaf that is
+    input ``i`` of ``node``, when it already owns that sum (a second gradient reached it) and it has this
+    shape and dtype; else None. A backward given it may add its gradient for that input into it in place
+    and return None for the input (one pass instead of the product then the engine's add)."""
+    stack = getattr(_callbacks, "stack", None)
+    if not stack:
+        return None
+    leaf = stack[-1].leaf
+    e = node._next[i]
+    if leaf is None or e is None or e.__class__ is tuple or not isinstance(e, _function.Tensor):
+        return None
+    entry = leaf.get(id(e))
+    if entry is None or not entry[2]:
+        return None
+    a = entry[1].data
+    return a if a.shape == shape and a.dtype == dtype else None
 
 
 def _add_grad(buffers, node, k, g):

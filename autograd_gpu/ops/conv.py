@@ -132,11 +132,16 @@ def _conv(xp, x, w, b, geom):
     o, cg, kh, kw = w.shape
     n = x.shape[0]
     g = geom[8]
-    cols = _im2col(xp, x, kh, kw, geom, ones=b is not None)
+    # on CUDA (the backend's conv_lean) the bias is one add after the product, not a ones row and a
+    # concatenated weight (1 launch, not 3)
+    ones = b is not None and not backend_of_array(x).conv_lean
+    cols = _im2col(xp, x, kh, kw, geom, ones=ones)
     wm = w.reshape(g, o // g, cg * kh * kw)
-    if b is not None:
+    if ones:
         wm = xp.concatenate([wm, b.reshape(g, o // g, 1)], axis=2)
     y = _matmul(wm, cols)
+    if b is not None and not ones:
+        y += b.reshape(g, o // g, 1)
     return y.reshape((n, o) + _grid(x.shape, kh, kw, geom)[:2]), cols[:, :, :cg * kh * kw]
 
 
@@ -157,6 +162,16 @@ def _conv_input_grad(xp, gy, w, x_shape, geom):
     with zeros to it at stride 1), summed back onto the input."""
     o, cg, kh, kw = w.shape
     n, g = gy.shape[0], geom[8]
+    sh, sw, pt, pb, pl, pr, dh, dw, _ = geom
+    eh, ew = dh * (kh - 1), dw * (kw - 1)
+    if sh == sw == 1 and min(eh - pt, eh - pb, ew - pl, ew - pr) >= 0 and backend_of_array(gy).conv_lean:
+        # the convolution of gy, zero-padded by the dilated kernel's reach less the input's padding, with
+        # the flipped weight (its in and out channels swapped): one product over (O/G, kh, kw), 5 launches
+        # (pad 2, columns 1, weight 1, product 1) where the grid's adds take kh*kw + 4
+        gp = _pad(xp, gy, eh - pt, eh - pb, ew - pl, ew - pr)
+        cols = _im2col(xp, gp, kh, kw, (1, 1, 0, 0, 0, 0, dh, dw, g))             # (N, G, O/G*kh*kw, H*W)
+        wf = xp.ascontiguousarray(w[:, :, ::-1, ::-1].reshape(g, o // g, cg, kh, kw).transpose(0, 2, 1, 3, 4))
+        return _matmul(wf.reshape(g, cg, o // g * kh * kw), cols).reshape(x_shape)
     oh, ow, gh, gw = _grid(x_shape, kh, kw, geom)
     if (gh, gw) == (oh, ow):
         rows = xp.ascontiguousarray(gy)
@@ -277,12 +292,21 @@ def _stacked_windows(xp, a, kh, kw, geom, oh, ow):
 def _scatter_taps(xp, g, idx, x_shape, kh, kw, geom):
     """g (N, C, OH, OW) put at every tap of its window (idx None) or only at tap idx[...] of it, in an
     (N, C, H, W) zero tensor: the adjoint of reading the windows. Overlapping windows accumulate;
-    disjoint ones are written directly."""
+    disjoint ones are written directly (by the backend's max_pool_scatter: one kernel on CUDA), into
+    uninitialised memory where they tile the padded input."""
     n, c, h, w = x_shape
     sh, sw, pt, pb, pl, pr, dh, dw, _ = geom
     oh, ow = g.shape[2:]
+    hp, wp = h + pt + pb, w + pl + pr
     overlap = sh < dh * (kh - 1) + 1 or sw < dw * (kw - 1) + 1
-    acc = xp.zeros((n, c, h + pt + pb, w + pl + pr), dtype=g.dtype)
+    if idx is not None and not overlap:
+        tiled = (kh == 1 or dh == 1) and (kw == 1 or dw == 1) and sh == kh and sw == kw and \
+            oh * sh == hp and ow * sw == wp
+        acc = (xp.empty if tiled else xp.zeros)((n, c, hp, wp), dtype=g.dtype)
+        backend_of_array(g).max_pool_scatter(g, idx, [acc[(slice(None), slice(None)) + _tap(k // kw, k % kw, geom, oh, ow)]
+                                                      for k in range(kh * kw)])
+        return xp.ascontiguousarray(acc[:, :, pt:pt + h, pl:pl + w]) if pt or pb or pl or pr else acc
+    acc = xp.zeros((n, c, hp, wp), dtype=g.dtype)
     for k in range(kh * kw):
         dst = acc[(slice(None), slice(None)) + _tap(k // kw, k % kw, geom, oh, ow)]
         if idx is None:
@@ -329,10 +353,14 @@ class MaxPool2d(Function):
 
     @staticmethod
     def forward(ctx, x, kh, kw, geom, oh, ow):
-        slabs = _max_slabs(ctx.xp, x.data, kh, kw, geom, oh, ow)
-        y = slabs.max(axis=0)
-        ctx.idx = (_first_max(slabs, y, _real_taps(ctx.xp, x.data.shape, kh, kw, geom, oh, ow))
-                   if ctx.needs_input_grad[0] else None)
+        if geom[2:6] == (0, 0, 0, 0):      # the backend's max and first-max over the windows (one kernel on CUDA)
+            y, ctx.idx = x.device.backend.max_pool_windows(_windows(ctx.xp, x.data, kh, kw, geom, oh, ow),
+                                                            ctx.needs_input_grad[0])
+        else:
+            slabs = _max_slabs(ctx.xp, x.data, kh, kw, geom, oh, ow)
+            y = slabs.max(axis=0)
+            ctx.idx = (_first_max(slabs, y, _real_taps(ctx.xp, x.data.shape, kh, kw, geom, oh, ow))
+                       if ctx.needs_input_grad[0] else None)
         ctx.x_shape, ctx.kernel, ctx.geom = x.data.shape, (kh, kw), geom
         return ctx.wrap(y)
 

@@ -11,6 +11,7 @@ import operator as _operator
 
 from ..autograd.function import Function
 from ..autograd import function as _function
+from ..autograd import engine as _engine
 from ..autograd.grad_mode import state
 from ..tensor import Tensor
 from ..dtypes import scalar_result_dtype, result_type, get_default_dtype, complex_dtype, complex64, complex128
@@ -232,6 +233,21 @@ class Mul(Function):
             a, b = _cj(a), _cj(b)
         elif ctx._direct():
             g = grad.data
+            if need_a and need_b and g.__class__ is not _HOST:      # (the CPU skips the look-ups)
+                be = ctx.device.backend
+                if be.fused_mul_grads and g.shape == ad.shape == bd.shape and g.dtype == ad.dtype == bd.dtype:
+                    # one kernel for both products on CUDA, the one for a leaf (w of x * w, used at every
+                    # step) added into the gradient total the engine already holds for it
+                    acc = _engine.leaf_sum(ctx, 1, g.shape, g.dtype)
+                    if acc is not None:
+                        ga, _ = be.mul_grads(g, ad, bd, acc)
+                        return ctx.wrap(ga), None
+                    acc = _engine.leaf_sum(ctx, 0, g.shape, g.dtype)
+                    if acc is not None:
+                        gb, _ = be.mul_grads(g, bd, ad, acc)
+                        return None, ctx.wrap(gb)
+                    ga, gb = be.mul_grads(g, ad, bd)
+                    return ctx.wrap(ga), ctx.wrap(gb)
             return (ctx.wrap(g * bd) if need_a else None), (ctx.wrap(g * ad) if need_b else None)
         # Mul.apply directly: the operands were aligned in forward, so the wrapper has nothing to do
         return (Mul.apply(grad, b) if need_a else None), (Mul.apply(grad, a) if need_b else None)

@@ -20,6 +20,8 @@ from .losses import NumpyLosses, CupyLosses
 from .norms import NumpyNorms, CupyNorms
 from .activations import NumpyActivations, CupyActivations
 from .rnn import NumpyRNN, CupyRNN
+from .conv import NumpyConv, CupyConv
+from .grads import NumpyGrads, CupyGrads
 
 
 def _public(cls):
@@ -27,11 +29,11 @@ def _public(cls):
 
 
 _TRACED = ((NumpyLosses, CupyLosses), (NumpyNorms, CupyNorms), (NumpyActivations, CupyActivations),
-           (NumpyRNN, CupyRNN))
+           (NumpyRNN, CupyRNN), (NumpyConv, CupyConv), (NumpyGrads, CupyGrads))
 TRACE_THROUGH = frozenset(name for numpy_cls, _ in _TRACED for name in _public(numpy_cls))
 # what a CuPy backend runs instead of its fused kernels while a trace records (the tracer puts these on the
 # backend instance for the trace, so calls outside a trace pay nothing)
 TRACE_AS = {name: vars(numpy_cls)[name] for numpy_cls, _ in _TRACED for name in _public(numpy_cls)}
 
-NUMPY_MIXINS = (NumpyOptim, NumpyLosses, NumpyNorms, NumpyActivations, NumpyRNN)
-CUPY_MIXINS = (CupyOptim, CupyLosses, CupyNorms, CupyActivations, CupyRNN)
+NUMPY_MIXINS = (NumpyOptim, NumpyLosses, NumpyNorms, NumpyActivations, NumpyRNN, NumpyConv, NumpyGrads)
+CUPY_MIXINS = (CupyOptim, CupyLosses, CupyNorms, CupyActivations, CupyRNN, CupyConv, CupyGrads)
