@@ -152,6 +152,49 @@ def test_an_ignored_target_is_not_out_of_range(device):
     assert F.cross_entropy(x, _t([2, 7], device), ignore_index=7).item() == pytest.approx(np.log(3))
 
 
+@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss"])
+@pytest.mark.parametrize("bad,ignore,shown", [([-5, 9, 1], -5, "9"), ([2, -7, 5, 2], 2, "-7"), ([3, 4, 3], 3, "4"),
+                                              ([-1, -2, 0], -1, "-2")])
+def test_ignored_targets_are_skipped_by_the_check_and_the_others_reported(device, op, bad, ignore, shown):
+    x = _t(np.zeros((len(bad), 4)), device)
+    with pytest.raises(IndexError, match=rf"{op}: target {shown} is out of range \[0, 4\) for 4 classes "
+                                         rf"\(ignore_index={ignore}\)"):
+        getattr(F, op)(x, _t(bad, device), ignore_index=ignore).item()
+
+
+@pytest.mark.parametrize("tdtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_every_integer_target_dtype_gives_the_same_loss_and_gradient(device, tdtype, reduction):
+    """The kernels compare the targets with ignore_index themselves, in each target dtype: an ignore_index
+    inside the class range (1) and outside it (9) both skip their rows; the caller's targets are unchanged."""
+    a = np.random.default_rng(8).standard_normal((6, 5))
+    for ignore, ta in ((1, np.array([1, 0, 4, 1, 2, 3])), (9, np.array([1, 0, 4, 9, 2, 9]))):
+        valid = ta != ignore
+        safe = np.where(valid, ta, 0)
+        per = -_np_log_softmax(a)[np.arange(6), safe] * valid
+        g = (np.exp(_np_log_softmax(a)) - np.eye(5)[safe]) * valid[:, None]
+        want = per if reduction == "none" else per.sum()
+        if reduction == "mean":
+            want, g = want / valid.sum(), g / valid.sum()
+        for op in ("cross_entropy", "nll_loss"):
+            x = _t(a, device, requires_grad=True)
+            t = _t(ta.astype(tdtype), device)
+            inp = x if op == "cross_entropy" else F.log_softmax(x, 1)
+            loss = getattr(F, op)(inp, t, ignore_index=ignore, reduction=reduction)
+            loss.sum().backward()
+            np.testing.assert_allclose(loss.numpy(), want, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(x.grad.numpy(), g, rtol=1e-12, atol=1e-14)
+            np.testing.assert_array_equal(t.numpy(), ta.astype(tdtype))
+            assert t.dtype == np.dtype(tdtype)
+
+
+def test_fused_cross_entropy_has_a_second_derivative_with_an_ignored_class(device):
+    x = _t(np.random.default_rng(9).standard_normal((5, 3)), device, requires_grad=True)
+    t = _t([0, 2, 1, 2, 1], device)
+    assert ag.autograd.gradgradcheck(lambda a: F.cross_entropy(a, t, ignore_index=2), (x,))
+    assert ag.autograd.gradgradcheck(lambda a: F.nll_loss(a, t, ignore_index=1, reduction="mean"), (x,))
+
+
 def test_fused_cross_entropy_has_a_second_derivative(device):
     x = _t(np.random.default_rng(4).standard_normal((4, 3)), device, requires_grad=True)
     t = _t([0, 2, 1, -100], device)
@@ -196,8 +239,9 @@ def test_cuda_cross_entropy_launches_few_kernels():
     F.cross_entropy(x, t).backward()                 # warm: constants made once
     with cupy_standin.count_launches() as fw:
         loss = F.cross_entropy(x, t)
-    # the check: ne, where, key, max, flag; the loss: row max, row sum of exp, count, the reduction
-    assert fw.launches <= 9, fw.names()
+    # the check: the key's max straight from the targets, the flag; the loss: row max, row sum of exp, count,
+    # the reduction (no mask, no targets with the ignored ones at 0: the kernels compare with ignore_index)
+    assert fw.launches <= 6, fw.names()
     with cupy_standin.count_launches() as bw:
         loss.backward()
     assert bw.names().get("ag_cross_entropy_bw") == 1 and bw.launches <= 3, bw.names()

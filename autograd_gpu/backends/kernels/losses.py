@@ -1,13 +1,15 @@
 """Fused kernels: cross-entropy / nll / log-softmax / softmax forward and backward. See backends/kernels/__init__.py
 for the contract.
 
-The losses take 2-D input (N, C) with N, C > 0, range-checked class indices t (N,) with the ignored ones at 0
-and the mask ``valid`` of the targets not ignored; no class weights or label smoothing (the ops fall back to
-their composed form otherwise). ``reduction`` is PyTorch's 'mean', 'sum' or 'none'; ignored targets
-contribute nothing and 'mean' divides by the number of the others (every target ignored: nan, with a zero
-gradient). The forward returns ``(loss, *state)``; the backward takes ``state`` (opaque arrays) and returns
-the input's gradient. The targets are checked by the op with ``check_range``: on the CPU at once, on a GPU
-by CupyLosses.check_range (three launches, no sync), raised at the next synchronisation.
+The losses take 2-D input (N, C) with N, C > 0 and the pair ``(t, ignore)`` that ``class_targets`` returns
+for class indices (N,) (checked there; opaque to the caller: on the CPU the targets with the ignored ones at
+0 and the mask of the others, on a GPU the targets themselves and ignore_index, which the kernels compare
+with); no class weights or label smoothing (the ops fall back to their composed form otherwise).
+``reduction`` is PyTorch's 'mean', 'sum' or 'none'; ignored targets contribute nothing and 'mean' divides
+by the number of the others (every target ignored: nan, with a zero gradient). The forward returns
+``(loss, *state)``; the backward takes ``state`` (opaque arrays) and returns the input's gradient.
+``class_targets`` checks the targets: on the CPU at once, on a GPU in two launches (CupyLosses.class_targets,
+no sync), raised at the next synchronisation.
 """
 import numpy as np
 
@@ -80,16 +82,29 @@ class NumpyLosses:
         return self.xp.subtract(gy, s, out=gy)
 
 
-    def nll_loss(self, logp, t, valid, reduction):
-        """-logp[i, t_i] reduced (NllLoss's arithmetic), for range-checked targets ``t`` (ignored ones at 0)
-        and ``valid`` (False where ignored); returns (loss, *state) for nll_loss_backward."""
-        safe = t
+    def class_targets(self, t, ignore_index, n, exc_type, message):
+        """The fused losses' targets ``(t, ignore)`` for class indices ``t``: here (t with the entries equal
+        to ignore_index at 0, the mask of the others), checked with check_range (``exc_type(message)`` unless
+        every target not ignored is in [0, n)); new arrays, never ``t`` itself."""
+        valid = t != ignore_index
+        safe = self.xp.where(valid, t, 0)
+        self.check_range(safe, 0, n, exc_type, message)
+        return safe, valid
+
+    def target_mask(self, t, ignore):
+        """(the targets with the ignored ones at 0, the mask of the others) of class_targets' pair."""
+        return t, ignore
+
+    def nll_loss(self, logp, t, ignore, reduction):
+        """-logp[i, t_i] reduced (NllLoss's arithmetic), for class_targets' pair ``(t, ignore)`` (ignored
+        targets contribute nothing); returns (loss, *state) for nll_loss_backward."""
+        safe, valid = t, ignore
         coef = valid.astype(logp.dtype)
         idx = safe[:, None]
         losses = self.xp.take_along_axis(logp, idx, axis=1).reshape(coef.shape) * -coef
         return _reduce(losses, coef, reduction), idx, _scale(self.xp, coef, reduction)
 
-    def nll_loss_backward(self, grad, logp, t, valid, state, reduction):
+    def nll_loss_backward(self, grad, logp, t, ignore, state, reduction):
         """-grad * scale_i at each row's target column, zeros elsewhere (state: nll_loss's arrays)."""
         idx, scale = state
         xp = self.xp
@@ -97,13 +112,13 @@ class NumpyLosses:
         out[xp.arange(len(idx)), idx[:, 0]] = grad * -scale       # one target per row: no accumulation
         return out
 
-    def cross_entropy(self, x, t, valid, reduction):
+    def cross_entropy(self, x, t, ignore, reduction):
         """nll_loss(log_softmax(x, 1), t) (the same arithmetic); returns (loss, *state)."""
         logp = self.log_softmax(x, 1)
-        loss, idx, scale = self.nll_loss(logp, t, valid, reduction)
+        loss, idx, scale = self.nll_loss(logp, t, ignore, reduction)
         return loss, logp, idx, scale
 
-    def cross_entropy_backward(self, grad, x, t, valid, state, reduction):
+    def cross_entropy_backward(self, grad, x, t, ignore, state, reduction):
         """(softmax(x) - onehot(t)) * grad * scale_i: nll_loss's then log_softmax's backward, in two passes."""
         logp, idx, scale = state
         g = grad * scale
@@ -150,7 +165,9 @@ class CupyLosses:
     """CuPy implementations (mixed into CupyBackend): kernels built once per dtype and cached. Launches per
     call (N, C > 0): log_softmax/softmax 3 forward (row max, row sum, result), 2 backward (row sum, result);
     nll_loss 1 forward (+ 1 count for 'mean'), 1 backward; cross_entropy 3 forward (row max, row sum, loss;
-    + 1 count for 'mean'), 1 backward. The class-index check is the op's: check_range below, 3 launches."""
+    + 1 count for 'mean'), 1 backward; class_targets 2 (the check: a reduction and a flag). The kernels take
+    the targets and ignore_index and test t != ignore_index themselves (no mask, no targets with the
+    ignored ones at 0)."""
 
     def _index_targets(self, t):
         """t as int32 or int64 (the kernels are built for those; other integer dtypes are cast, one launch)."""
@@ -167,14 +184,24 @@ class CupyLosses:
         if not a.size:
             return
         cp = self.xp
+        code = self._check_code(exc_type, message)
+        with self._cuda_device:
+            key = _ew(cp, "range_key", (a.dtype.name,), "{0} a, int64 low, int64 big", "int64 k",
+                      "k = a < low ? big + (low - a) : a")(a, low, _BIG)
+            self._range_flag(key.max(), low, high, code)
+
+    def _check_code(self, exc_type, message):
         code = self._codes.get((exc_type, message))
         if code is None:
             code = self._codes[(exc_type, message)] = len(self._messages)
             self._messages.append((exc_type, message))
+        return code
+
+    def _range_flag(self, kmax, low, high, code):
+        """check_range's last launch: records (code, the offending entry) in the pending-check array when the
+        largest key ``kmax`` (0-d int64) is >= high and no other check failed first."""
+        cp = self.xp
         with self._cuda_device:
-            key = _ew(cp, "range_key", (a.dtype.name,), "{0} a, int64 low, int64 big", "int64 k",
-                      "k = a < low ? big + (low - a) : a")(a, low, _BIG)
-            kmax = key.max()
             slot = self._loss_const("slot", 2)
             # e0, the first slot as it was: CuPy copies an input overlapping the output before the launch (a
             # device copy), so slot 1 sees the old code too and the first failing check keeps its message
@@ -187,6 +214,28 @@ class CupyLosses:
             else:
                 flag(err, err[:1], slot, kmax, low, high, _BIG, code, err)
 
+    def class_targets(self, t, ignore_index, n, exc_type, message):
+        """The fused losses' targets ``(t, ignore)``: here ``t`` (cast to int64 unless int32 or int64: one
+        launch) and ``ignore_index``, which the loss kernels compare with. Checked as check_range checks the
+        targets with the ignored ones at 0, in two launches: one reduction of the key straight from t (an
+        ignored target 0, t < 0 _BIG - t, else t) to its max, and check_range's flag kernel; the same
+        message and offending entry. The kernels read t and never write it."""
+        t = self._index_targets(t)
+        if t.size:
+            cp = self.xp
+            code = self._check_code(exc_type, message)
+            with self._cuda_device:
+                key = _kernel(cp, "target_key", (t.dtype.name,), lambda d: cp.ReductionKernel(
+                    f"{d} t, int64 ignore, int64 big", "int64 k", "t == ignore ? 0 : (t < 0 ? big - t : t)",
+                    "max(a, b)", "k = a", "0", "ag_target_key", reduce_type="int64"))(t, ignore_index, _BIG)
+            self._range_flag(key, 0, n, code)
+        return t, ignore_index
+
+    def target_mask(self, t, ignore):
+        """(the targets with the ignored ones at 0, the mask of the others) of class_targets' pair. 2 launches."""
+        valid = t != ignore
+        return self.xp.where(valid, t, 0), valid
+
 
     def _loss_const(self, what, n):
         """arange(n) (int64) on this device, made once: the class index j of a (1, C) operand."""
@@ -197,9 +246,10 @@ class CupyLosses:
                 a = cache[(what, n)] = self.xp.arange(n, dtype=np.int64)
         return a
 
-    def _count(self, valid, dt):
+    def _count(self, t, ignore, dt):
         """The number of targets not ignored, as a 0-d array of dt (one launch)."""
-        return _red(self.xp, "count_valid", (dt,), "bool v", "{0} y", "v ? 1 : 0")(valid)
+        return _red(self.xp, "count_valid", (dt, t.dtype.name), "{1} t, int64 ign", "{0} y", "t != ign ? 1 : 0")(
+            t, ignore)
 
     # -- log_softmax / softmax -----------------------------------------------------------------------------
     def _row_stats(self, x, dim):
@@ -239,37 +289,37 @@ class CupyLosses:
         return _ew(self.xp, "softmax_bw", (dt,), "{0} g, {0} y, {0} gs", "{0} r", "r = y * (g - gs)")(grad, y, gs)
 
     # -- nll_loss / cross_entropy ---------------------------------------------------------------------------
-    def _reduce_args(self, valid, reduction, dt):
+    def _reduce_args(self, t, ignore, reduction, dt):
         """(reduction axis, divisor) of the loss kernels: 'mean' divides by the count of valid targets."""
         if reduction == "none":
             return 1, 1
-        return None, (self._count(valid, dt) if reduction == "mean" else 1)
+        return None, (self._count(t, ignore, dt) if reduction == "mean" else 1)
 
-    def nll_loss(self, logp, t, valid, reduction):
+    def nll_loss(self, logp, t, ignore, reduction):
         """-logp[i, t_i] reduced, in one reduction over (N, C) (+ the count of valid targets for 'mean');
-        returns (loss, *state) for nll_loss_backward (t: checked targets, ignored ones at 0; valid: not ignored)."""
+        returns (loss, *state) for nll_loss_backward (t, ignore: class_targets' targets and ignore_index)."""
         t = self._index_targets(t)
         cp, dt, it = self.xp, logp.dtype.name, t.dtype.name
         n, c = logp.shape
         tc = t.reshape(n, 1)
         j = self._loss_const("classes", c)
-        axis, div = self._reduce_args(valid, reduction, dt)
-        loss = _red(cp, "nll", (dt, it), "{0} p, {1} t, int64 j, bool v, {0} n, {0} nan", "{0} y",
-                    "(j == t && v) ? -p / n : (n == 0 ? nan : 0)")(logp, tc, j, valid.reshape(n, 1), div,
+        axis, div = self._reduce_args(t, ignore, reduction, dt)
+        loss = _red(cp, "nll", (dt, it), "{0} p, {1} t, int64 j, int64 ign, {0} n, {0} nan", "{0} y",
+                    "(j == t && t != ign) ? -p / n : (n == 0 ? nan : 0)")(logp, tc, j, ignore, div,
                                                                            float("nan"), axis=axis)
         return loss, (None if div.__class__ is int else div)
 
-    def nll_loss_backward(self, grad, logp, t, valid, state, reduction):
+    def nll_loss_backward(self, grad, logp, t, ignore, state, reduction):
         """-grad / n at each valid row's target column, zeros elsewhere. 1 launch."""
         t = self._index_targets(t)
         div, = state
         n, c = logp.shape
         g = grad.reshape(n, 1) if reduction == "none" else grad
-        return _ew(self.xp, "nll_bw", (logp.dtype.name, t.dtype.name), "{0} g, {1} t, int64 j, bool v, {0} n",
-                   "{0} r", "r = (j == t && v) ? -g / n : 0")(
-                       g, t.reshape(n, 1), self._loss_const("classes", c), valid.reshape(n, 1), 1 if div is None else div)
+        return _ew(self.xp, "nll_bw", (logp.dtype.name, t.dtype.name), "{0} g, {1} t, int64 j, int64 ign, {0} n",
+                   "{0} r", "r = (j == t && t != ign) ? -g / n : 0")(
+                       g, t.reshape(n, 1), self._loss_const("classes", c), ignore, 1 if div is None else div)
 
-    def cross_entropy(self, x, t, valid, reduction):
+    def cross_entropy(self, x, t, ignore, reduction):
         """nll_loss(log_softmax(x, 1), t) without log_softmax's result: the row max, the row sum of exp and
         one reduction of -(x - m - log(s))[i, t_i] (+ the count for 'mean'), the two ops' arithmetic, so the
         loss is theirs bit for bit; returns (loss, m, s, count)."""
@@ -279,14 +329,14 @@ class CupyLosses:
         tc = t.reshape(n, 1)
         j = self._loss_const("classes", c)
         m, s = self._row_stats(x, 1)
-        axis, div = self._reduce_args(valid, reduction, dt)
+        axis, div = self._reduce_args(t, ignore, reduction, dt)
         loss = _red(cp, "cross_entropy", (dt, it),
-                    "{0} x, {0} m, {0} s, {1} t, int64 j, bool v, {0} n, {0} nan", "{0} y",
-                    f"(j == t && v) ? -(x - {_M} - log(s)) / n : (n == 0 ? nan : 0)")(
-                        x, m, s, tc, j, valid.reshape(n, 1), div, float("nan"), axis=axis)
+                    "{0} x, {0} m, {0} s, {1} t, int64 j, int64 ign, {0} n, {0} nan", "{0} y",
+                    f"(j == t && t != ign) ? -(x - {_M} - log(s)) / n : (n == 0 ? nan : 0)")(
+                        x, m, s, tc, j, ignore, div, float("nan"), axis=axis)
         return loss, m, s, (None if div.__class__ is int else div)
 
-    def cross_entropy_backward(self, grad, x, t, valid, state, reduction):
+    def cross_entropy_backward(self, grad, x, t, ignore, state, reduction):
         """(softmax(x) - onehot(t)) * grad / n on valid rows, 0 on ignored ones. 1 launch. Written as
         nll_loss_backward then log_softmax_backward (gs, the row's sum, is its one nonzero term), so the
         gradient is the two ops' bit for bit."""
@@ -295,7 +345,7 @@ class CupyLosses:
         n, c = x.shape
         g = grad.reshape(n, 1) if reduction == "none" else grad
         return _ew(self.xp, "cross_entropy_bw", (x.dtype.name, t.dtype.name),
-                   "{0} g, {0} x, {0} m, {0} s, {1} t, int64 j, bool v, {0} n", "{0} r",
-                   f"{{0}} gs = v ? -g / n : 0; r = (j == t ? gs : 0) - exp(x - {_M} - log(s)) * gs")(
-                       g, x, m, s, t.reshape(n, 1), self._loss_const("classes", c), valid.reshape(n, 1),
+                   "{0} g, {0} x, {0} m, {0} s, {1} t, int64 j, int64 ign, {0} n", "{0} r",
+                   f"{{0}} gs = t != ign ? -g / n : 0; r = (j == t ? gs : 0) - exp(x - {_M} - log(s)) * gs")(
+                       g, x, m, s, t.reshape(n, 1), self._loss_const("classes", c), ignore,
                        1 if div is None else div)

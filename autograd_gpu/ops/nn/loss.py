@@ -106,10 +106,11 @@ def _nll_grad(ctx, grad):
     return ScatterAddInto.apply(g.reshape(ctx.idx.shape), ctx.idx, 1, ctx.shape)
 
 
-def _index_scale(ctx, t, valid, reduction, dtype):
-    """NllLoss's ctx.idx, ctx.scale from the targets again, for the backward that records Tensor ops (on the
-    targets' GPU: backend.call)."""
+def _index_scale(ctx, t, ignore, reduction, dtype):
+    """NllLoss's ctx.idx, ctx.scale from the fused losses' targets (backend.class_targets' pair) again, for the
+    backward that records Tensor ops (on the targets' GPU: backend.call)."""
     xp = ctx.xp
+    t, valid = ctx.device.backend.target_mask(t, ignore)
     coef = valid.astype(dtype)
     ctx.idx = t[:, None]
     if reduction == "mean":
@@ -121,14 +122,15 @@ def _index_scale(ctx, t, valid, reduction, dtype):
 
 class FusedNllLoss(Function):
     """nll_loss's common case, -logp[i, t_i] reduced for 2-D logp and class indices without weights, as the
-    backend's fused kernels (backend.nll_loss: one reduction; its backward one kernel). The backward that
-    records a graph (create_graph) is NllLoss's Tensor-op one."""
+    backend's fused kernels (backend.nll_loss: one reduction; its backward one kernel), on the targets of
+    backend.class_targets (t, ignore). The backward that records a graph (create_graph) is NllLoss's Tensor-op
+    one."""
     batch_rule = batching.loop      # taken outside vmap only
 
     @staticmethod
-    def forward(ctx, logp, t, valid, reduction):
-        loss, *fused = ctx.device.backend.nll_loss(logp.data, t, valid, reduction)
-        ctx.fused, ctx.t, ctx.valid, ctx.reduction = fused, t, valid, reduction
+    def forward(ctx, logp, t, ignore, reduction):
+        loss, *fused = ctx.device.backend.nll_loss(logp.data, t, ignore, reduction)
+        ctx.fused, ctx.t, ctx.ignore, ctx.reduction = fused, t, ignore, reduction
         ctx.save_for_backward(logp)
         return ctx.wrap(loss)
 
@@ -136,9 +138,9 @@ class FusedNllLoss(Function):
     def backward(ctx, grad):
         logp, = ctx._saved_arrays()
         if ctx._direct():
-            return ctx.wrap(ctx.device.backend.nll_loss_backward(grad.data, logp, ctx.t, ctx.valid, ctx.fused,
+            return ctx.wrap(ctx.device.backend.nll_loss_backward(grad.data, logp, ctx.t, ctx.ignore, ctx.fused,
                                                                  ctx.reduction)), None, None, None
-        ctx.device.backend.call(_index_scale, ctx, ctx.t, ctx.valid, ctx.reduction, logp.dtype)
+        ctx.device.backend.call(_index_scale, ctx, ctx.t, ctx.ignore, ctx.reduction, logp.dtype)
         ctx.shape = logp.shape
         return _nll_grad(ctx, grad), None, None, None
 
@@ -154,9 +156,9 @@ class CrossEntropy(Function):
     batch_rule = batching.loop
 
     @staticmethod
-    def forward(ctx, x, t, valid, reduction):
-        loss, *fused = ctx.device.backend.cross_entropy(x.data, t, valid, reduction)
-        ctx.fused, ctx.t, ctx.valid, ctx.reduction = fused, t, valid, reduction
+    def forward(ctx, x, t, ignore, reduction):
+        loss, *fused = ctx.device.backend.cross_entropy(x.data, t, ignore, reduction)
+        ctx.fused, ctx.t, ctx.ignore, ctx.reduction = fused, t, ignore, reduction
         ctx.save_for_backward(x)
         return ctx.wrap(loss)
 
@@ -164,10 +166,10 @@ class CrossEntropy(Function):
     def backward(ctx, grad):
         if ctx._direct():                  # nothing recorded: the backend's fused backward
             x, = ctx._saved_arrays()
-            return ctx.wrap(ctx.device.backend.cross_entropy_backward(grad.data, x, ctx.t, ctx.valid, ctx.fused,
+            return ctx.wrap(ctx.device.backend.cross_entropy_backward(grad.data, x, ctx.t, ctx.ignore, ctx.fused,
                                                                       ctx.reduction)), None, None, None
         x, = ctx.saved_tensors
-        ctx.device.backend.call(_index_scale, ctx, ctx.t, ctx.valid, ctx.reduction, x.dtype)
+        ctx.device.backend.call(_index_scale, ctx, ctx.t, ctx.ignore, ctx.reduction, x.dtype)
         ctx.shape = x.shape
         logp = LogSoftmax.apply(x, 1)      # recorded under create_graph: the gradient depends on x
         return LogSoftmaxBackward.apply(_nll_grad(ctx, grad), logp, 1), None, None, None
@@ -178,20 +180,16 @@ _FUSED_CE_MAX = 1 << 16     # elements of input up to which cross_entropy uses C
 #                             than the row max and sum, and takes every size
 
 
-def _ignored_at_zero(xp, t, ignore_index):
-    valid = t != ignore_index
-    return xp.where(valid, t, 0), valid
-
-
 def _fused_targets(x, t, ignore_index, op):
-    """(targets with the ignored ones at 0, range-checked (on a GPU at the next synchronisation), the mask
-    of the targets not ignored). The fused Functions take these new arrays, never the caller's targets: a
-    compiled program must not see the targets as possibly written through the loss's results."""
+    """backend.class_targets' pair (t, ignore) for the fused losses: the targets range-checked, those equal to
+    ignore_index excepted (on a GPU at the next synchronisation; _check_range's message). On the CPU (and
+    under ag.compile's trace) new arrays, the targets with the ignored ones at 0 and the mask of the others:
+    a compiled program must not see the caller's targets as possibly written through the loss's results; on a
+    GPU the targets themselves and ignore_index, which the loss kernels only read."""
     backend = x.device.backend
     c = x.shape[1]
-    safe, valid = backend.call(_ignored_at_zero, backend.xp, t.data, ignore_index)
-    backend.call(_check_range, backend, safe, c, op, "target", f" for {c} classes (ignore_index={ignore_index})")
-    return safe, valid
+    message = f"{op}: target {{value}} is out of range [0, {c}) for {c} classes (ignore_index={ignore_index})"
+    return backend.call(backend.class_targets, t.data, ignore_index, c, IndexError, message)
 
 
 def _fusable(x, t):
