@@ -161,8 +161,9 @@ _ELEMENTWISE = {
     "silu_backward": ("g x", "gx", "gx = g / (1 + exp(-x)) * (1 + x * (1 - 1 / (1 + exp(-x))))"),
     # attention: s the unscaled scores, m the row max of the scaled and masked ones (at least the lowest
     # finite number: a dead row, all -inf, then gives exp 0 and d == 0), d the row sum of the exponentials
-    "softmax_masked": ("s mask m d scale", "p", "p = d > 0 ? exp(s * scale + mask - m) / d : 0"),
-    "softmax_scaled": ("s m d scale", "p", "p = d > 0 ? exp(s * scale - m) / d : 0"),
+    # a dead row (every score -inf: d == 0) gives zeros; a NaN or +inf score keeps the row NaN, as unfused
+    "softmax_masked": ("s mask m d scale", "p", "p = d == 0 ? 0 : exp(s * scale + mask - m) / d"),
+    "softmax_scaled": ("s m d scale", "p", "p = d == 0 ? 0 : exp(s * scale - m) / d"),
     "softmax_backward": ("dp p r scale", "ds", "ds = p * (dp - r) * scale"),
 }
 _REDUCTIONS = {   # name: (in_params, out_params, map_expr[, reduce_expr]); sums unless said
@@ -197,7 +198,7 @@ def kernel(xp, name, dtype, elementwise=_ELEMENTWISE, reductions=_REDUCTIONS):
             identity = repr(float(np.finfo(dtype).min)) if red else "0"
             k = xp.ReductionKernel(_params(ins, dt), _params(outs, dt), op, red[0] if red else "a + b",
                                    f"{outs} = a", identity, f"ag_{name}",
-                                   reduce_type="float32" if dt == "float16" else None)
+                                   reduce_type="float" if dt == "float16" else None)   # a C type name
         _built[key] = k
     return k
 

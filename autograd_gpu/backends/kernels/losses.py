@@ -156,8 +156,9 @@ def _red(cp, kind, dts, ins, out, expr):
     """A sum of ``expr`` (ReductionKernel), accumulated in the output's dtype."""
     def make(*d):
         otype, oname = out.format(*d).split()
+        # reduce_type is pasted into the CUDA source: a C type name (float16 sums in float, as CuPy's do)
         return cp.ReductionKernel(ins.format(*d), f"{otype} {oname}", expr, "a + b", f"{oname} = a", "0",
-                                  f"ag_{kind}", reduce_type=otype)
+                                  f"ag_{kind}", reduce_type=_CTYPE.get(otype, "float"))
     return _kernel(cp, kind, dts, make)
 
 
@@ -227,7 +228,7 @@ class CupyLosses:
             with self._cuda_device:
                 key = _kernel(cp, "target_key", (t.dtype.name,), lambda d: cp.ReductionKernel(
                     f"{d} t, int64 ignore, int64 big", "int64 k", "t == ignore ? 0 : (t < 0 ? big - t : t)",
-                    "max(a, b)", "k = a", "0", "ag_target_key", reduce_type="int64"))(t, ignore_index, _BIG)
+                    "max(a, b)", "k = a", "0", "ag_target_key", reduce_type="long long"))(t, ignore_index, _BIG)
             self._range_flag(key, 0, n, code)
         return t, ignore_index
 
@@ -349,3 +350,26 @@ class CupyLosses:
                    f"{{0}} gs = t != ign ? -g / n : 0; r = (j == t ? gs : 0) - exp(x - {_M} - log(s)) * gs")(
                        g, x, m, s, t.reshape(n, 1), self._loss_const("classes", c), ignore,
                        1 if div is None else div)
+
+
+def _float16_through_numpy_twin(cls):
+    """float16 logits run the NumPy twin (written against self.xp: CuPy ufuncs, float32 where it sums):
+    CuPy's float16 has no arithmetic of its own, so ``c ? h : 0`` mixes types C cannot convert both ways."""
+    # name -> where class_targets' pair (t, ignore) sits in the arguments: the twin takes NumPy's pair
+    # (safe targets, valid mask), which target_mask makes from CuPy's (targets, ignore_index)
+    for name, pair in (("log_softmax", None), ("log_softmax_backward", None), ("softmax", None),
+                       ("softmax_backward", None), ("nll_loss", 1), ("nll_loss_backward", 2),
+                       ("cross_entropy", 1), ("cross_entropy_backward", 2)):
+        fused, twin = vars(cls)[name], getattr(NumpyLosses, name)
+
+        def method(self, *args, _fused=fused, _twin=twin, _pair=pair, **kwargs):
+            if any(getattr(a, "dtype", None) is not None and a.dtype.char == "e" for a in args):
+                if _pair is not None and not hasattr(args[_pair + 1], "dtype"):   # CuPy's pair: ignore_index
+                    args = args[:_pair] + tuple(self.target_mask(*args[_pair:_pair + 2])) + args[_pair + 2:]
+                return _twin(self, *args, **kwargs)
+            return _fused(self, *args, **kwargs)
+        method.__name__, method.__doc__ = name, fused.__doc__
+        setattr(cls, name, method)
+
+
+_float16_through_numpy_twin(CupyLosses)

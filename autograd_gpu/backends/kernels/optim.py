@@ -320,7 +320,7 @@ class CupyOptim:
     array ops of NumpyOptim on CuPy."""
 
     def _optim_kernel(self, family, dtype, source, flags, k=1):
-        key = (family, dtype.name, flags, k)
+        key = (self.xp, family, dtype.name, flags, k)     # per CuPy module: the stand-in's are not real ones
         kern = _KERNELS.get(key, False)
         if kern is False:
             t = _CTYPES.get(dtype.name)

@@ -476,7 +476,7 @@ _BASE_FUNCS = {
     "copysign": (np.copysign, 2, "float"), "floor": (np.floor, 1, "float"), "ceil": (np.ceil, 1, "float"),
     "trunc": (np.trunc, 1, "float"), "round": (_round, 1, "float"), "rint": (np.rint, 1, "float"),
     "fma": (lambda a, b, c: a * b + c, 3, "float"),
-    "max": (np.maximum, 2, "int"), "min": (np.minimum, 2, "int"), "abs": (np.abs, 1, "int"),
+    "max": (np.fmax, 2, "int"), "min": (np.fmin, 2, "int"),      # CUDA's max/min on floats: fmax/fmin (drop NaN) "abs": (np.abs, 1, "int"),
     "isnan": (np.isnan, 1, "pred"), "isinf": (np.isinf, 1, "pred"), "isfinite": (np.isfinite, 1, "pred"),
     "signbit": (np.signbit, 1, "pred"),
 }

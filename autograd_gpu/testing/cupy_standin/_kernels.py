@@ -224,7 +224,8 @@ class ElementwiseKernel:
         return _core.kernel(run, args + (tuple(outs) if fresh else ()), "elementwise_kernel", self.name)
 
 
-_REDUCE = {"+": np.add, "*": np.multiply, "max": np.maximum, "fmax": np.fmax, "min": np.minimum, "fmin": np.fmin}
+# a reduce expression max(a, b) is CUDA's max, fmaxf on floats: it drops NaN
+_REDUCE = {"+": np.add, "*": np.multiply, "max": np.fmax, "fmax": np.fmax, "min": np.fmin, "fmin": np.fmin}
 _SIZES = re.compile(r"\b(_in_ind|_out_ind)\.size\(\)")
 
 
@@ -270,10 +271,8 @@ class ReductionKernel:
                                         self.placeholders, consts={"a", "_in_ind_size", "_out_ind_size"})
         if reduce_type is None:
             self.reduce_type = self.out_params[0][0]
-        elif reduce_type in _csubset._C_TYPES:
-            self.reduce_type = np.dtype(_csubset._C_TYPES[reduce_type])
-        elif reduce_type in _TYPES:
-            self.reduce_type = np.dtype(reduce_type)
+        elif reduce_type in _csubset._C_TYPES:     # CuPy pastes it into the C source (typedef ... _type_reduce):
+            self.reduce_type = np.dtype(_csubset._C_TYPES[reduce_type])     # C names only, not "float32"
         elif reduce_type in self.placeholders:
             self.reduce_type = reduce_type
         else:
