@@ -34,7 +34,8 @@ def count_calls(fn):
         if event == "call":
             f = frame.f_code.co_filename
             if f.startswith(root) and not f.startswith(excluded):
-                counts[(f[len(root):], frame.f_code.co_qualname)] += 1
+                code = frame.f_code           # co_qualname is Python 3.11+; co_name before
+                counts[(f[len(root):], getattr(code, "co_qualname", code.co_name))] += 1
     old = sys.getprofile()
     sys.setprofile(profile)
     try:
