@@ -42,28 +42,15 @@ class Adagrad(Optimizer):
         if active() is not None:
             return self._reference_update(group)
         lr, lr_decay = group["lr"], group["lr_decay"]
-        buckets, updated = {}, []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a, g = p.data, p.grad.data
-            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
-                a, g = real_view(a), real_view(g, writable=False)
-            state = self.state[p] or self._init_state(p, group)
-            clr, = _count_step(state, lr, lr_decay)
-            key = (p.device, a.dtype, state["step"])
-            lists = buckets.get(key)
-            if lists is None:
-                lists = buckets[key] = (clr, [], [], [])
-            lists[1].append(a)
-            lists[2].append(g)
-            lists[3].append(real_view(state["sum"].data))
-            updated.append(p)
-        for (device, _, _), (clr, params, grads, sums) in buckets.items():
-            device.backend.adagrad_step(params, grads, sums, clr, group["weight_decay"], group["eps"],
-                                        group["maximize"])
-        for p in updated:
-            p._bump_version()
+
+        def prepare(p, state):
+            state = state or self._init_state(p, group)
+            clr, = _count_step(state, lr, lr_decay)  # the decayed rate: one bucket per step count
+            return state["step"], clr, (state["sum"].data,)
+
+        def update(backend, clr, params, grads, sums):
+            backend.adagrad_step(params, grads, sums, clr, group["weight_decay"], group["eps"], group["maximize"])
+        self._fused_update(group, prepare, update)
 
     def _reference_update(self, group):
         """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""

@@ -37,34 +37,20 @@ class Adam(Optimizer):
         if active() is not None:
             return self._reference_update(group)
         amsgrad = group["amsgrad"]
-        buckets, updated = {}, []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a, g = p.data, p.grad.data
-            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
-                a, g = real_view(a), real_view(g, writable=False)
-            state = self.state[p]
+        (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
+
+        def prepare(p, state):
             if not state:
                 self._init_state(state, p, amsgrad)
-            numbers = _count_step(state, group)
-            key = (p.device, a.dtype, state["step"])
-            lists = buckets.get(key)
-            if lists is None:
-                lists = buckets[key] = (numbers, [], [], [], [], [] if amsgrad else None)
-            lists[1].append(a)
-            lists[2].append(g)
-            lists[3].append(real_view(state["exp_avg"].data))
-            lists[4].append(real_view(state["exp_avg_sq"].data))
-            if amsgrad:
-                lists[5].append(real_view(state["max_exp_avg_sq"].data))
-            updated.append(p)
-        (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
-        for (device, _, _), ((step_size, bias2, decay), params, grads, m, v, vmax) in buckets.items():
-            device.backend.adam_step(params, grads, m, v, vmax, beta1, beta2, eps, wd,
-                                     group["decoupled_weight_decay"], group["maximize"], step_size, bias2, decay)
-        for p in updated:
-            p._bump_version()
+            numbers = _count_step(state, group)     # the bias corrections: one bucket per step count
+            return state["step"], numbers, (state["exp_avg"].data, state["exp_avg_sq"].data,
+                                             state["max_exp_avg_sq"].data if amsgrad else None)
+
+        def update(backend, numbers, params, grads, m, v, vmax):
+            step_size, bias2, decay = numbers
+            backend.adam_step(params, grads, m, v, vmax, beta1, beta2, eps, wd, group["decoupled_weight_decay"],
+                              group["maximize"], step_size, bias2, decay)
+        self._fused_update(group, prepare, update)
 
     @staticmethod
     def _init_state(state, p, amsgrad):

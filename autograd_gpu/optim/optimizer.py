@@ -148,6 +148,36 @@ class Optimizer:
     def _update_group(self, group):
         raise NotImplementedError(f"{type(self).__name__} does not define _update_group(group)")
 
+    def _fused_update(self, group, prepare, update):
+        """A group's fused multi-tensor update: one backend call per bucket of parameters.
+
+        For each parameter with a gradient, ``prepare(p, state) -> (key, numbers, state_arrays)`` sets up and
+        advances its state; parameters whose (device, dtype, key) agree share a bucket (the numbers of its
+        first), and ``update(backend, numbers, params, grads, *state_lists)`` updates the bucket in place (a
+        list is None where prepare gave None for that state). Complex arrays go as real pairs (real_view)."""
+        buckets, updated = {}, []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            a, g = p.data, p.grad.data
+            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
+                a, g = real_view(a), real_view(g, writable=False)
+            key, numbers, arrays = prepare(p, self.state[p])
+            bucket = buckets.get((p.device, a.dtype, key))
+            if bucket is None:
+                bucket = buckets[p.device, a.dtype, key] = (numbers, [], [], [None if x is None else []
+                                                                              for x in arrays])
+            bucket[1].append(a)
+            bucket[2].append(g)
+            for lst, x in zip(bucket[3], arrays):
+                if lst is not None:
+                    lst.append(real_view(x))
+            updated.append(p)
+        for (device, _, _), (numbers, params, grads, lists) in buckets.items():
+            update(device.backend, numbers, params, grads, *lists)
+        for p in updated:
+            p._bump_version()
+
     # -- saving and loading ---------------------------------------------------------------------
     def state_dict(self):
         """{"state": {index: {name: value}}, "param_groups": [{options..., "params": [index, ...]}]}, with

@@ -25,34 +25,18 @@ class RMSprop(Optimizer):
         if active() is not None:
             return self._reference_update(group)
         momentum, centered = group["momentum"], group["centered"]
-        buckets, updated = {}, []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            a, g = p.data, p.grad.data
-            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
-                a, g = real_view(a), real_view(g, writable=False)
-            state = self.state[p]
+
+        def prepare(p, state):
             if not state:
                 self._init_state(state, p, momentum, centered)
             _count_step(state)
-            key = (p.device, a.dtype)
-            lists = buckets.get(key)
-            if lists is None:
-                lists = buckets[key] = ([], [], [], [] if centered else None, [] if momentum > 0 else None)
-            lists[0].append(a)
-            lists[1].append(g)
-            lists[2].append(real_view(state["square_avg"].data))
-            if centered:
-                lists[3].append(real_view(state["grad_avg"].data))
-            if momentum > 0:
-                lists[4].append(real_view(state["momentum_buffer"].data))
-            updated.append(p)
-        for (device, _), (params, grads, s, gbar, bufs) in buckets.items():
-            device.backend.rmsprop_step(params, grads, s, gbar, bufs, group["lr"], group["alpha"], group["eps"],
-                                        group["weight_decay"], momentum, group["maximize"])
-        for p in updated:
-            p._bump_version()
+            return None, None, (state["square_avg"].data, state["grad_avg"].data if centered else None,
+                                state["momentum_buffer"].data if momentum > 0 else None)
+
+        def update(backend, _, params, grads, s, gbar, bufs):
+            backend.rmsprop_step(params, grads, s, gbar, bufs, group["lr"], group["alpha"], group["eps"],
+                                 group["weight_decay"], momentum, group["maximize"])
+        self._fused_update(group, prepare, update)
 
     @staticmethod
     def _init_state(state, p, momentum, centered):
