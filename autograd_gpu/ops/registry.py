@@ -5,7 +5,17 @@ the class attribute ``batch_rule``) and one ``@register`` on its public function
 
     class Exp(Function):
         batch_rule = batching.elementwise
-        ...
+
+        @staticmethod
+        def forward(ctx, x):
+            y = ctx.wrap(ctx.xp.exp(x.data))
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, grad):
+            y, = ctx.saved_tensors
+            return grad * y
 
     @register(method=True, tests=OpTest(UNARY, ref="np.exp"))
     def exp(x):

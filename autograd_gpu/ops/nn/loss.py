@@ -120,6 +120,14 @@ def _index_scale(ctx, t, ignore, reduction, dtype):
     ctx.scale = coef
 
 
+def _fused_loss(ctx, kernel, x, t, ignore, reduction):
+    """The forward of a fused loss node: the backend kernel's loss, its state kept for the fused backward."""
+    loss, *fused = kernel(x.data, t, ignore, reduction)
+    ctx.fused, ctx.t, ctx.ignore, ctx.reduction = fused, t, ignore, reduction
+    ctx.save_for_backward(x)
+    return ctx.wrap(loss)
+
+
 class FusedNllLoss(Function):
     """nll_loss's common case, -logp[i, t_i] reduced for 2-D logp and class indices without weights, as the
     backend's fused kernels (backend.nll_loss: one reduction; its backward one kernel), on the targets of
@@ -129,10 +137,7 @@ class FusedNllLoss(Function):
 
     @staticmethod
     def forward(ctx, logp, t, ignore, reduction):
-        loss, *fused = ctx.device.backend.nll_loss(logp.data, t, ignore, reduction)
-        ctx.fused, ctx.t, ctx.ignore, ctx.reduction = fused, t, ignore, reduction
-        ctx.save_for_backward(logp)
-        return ctx.wrap(loss)
+        return _fused_loss(ctx, ctx.device.backend.nll_loss, logp, t, ignore, reduction)
 
     @staticmethod
     def backward(ctx, grad):
@@ -157,10 +162,7 @@ class CrossEntropy(Function):
 
     @staticmethod
     def forward(ctx, x, t, ignore, reduction):
-        loss, *fused = ctx.device.backend.cross_entropy(x.data, t, ignore, reduction)
-        ctx.fused, ctx.t, ctx.ignore, ctx.reduction = fused, t, ignore, reduction
-        ctx.save_for_backward(x)
-        return ctx.wrap(loss)
+        return _fused_loss(ctx, ctx.device.backend.cross_entropy, x, t, ignore, reduction)
 
     @staticmethod
     def backward(ctx, grad):
