@@ -93,7 +93,7 @@ class Function:
         instead of through Function.apply: nothing is recorded (no create_graph), no vmap batching
         rule could apply and the device needs no context switch. The result is the same; the saving
         is the apply machinery, which dominates the backward of small tensors."""
-        return not state.enabled and not _vmap and (self.device.backend).context is None
+        return not state.enabled and not _vmap and self.device.backend.context is None
 
     def save_for_backward(self, *tensors):
         self._saved = tensors

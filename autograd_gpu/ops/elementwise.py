@@ -979,7 +979,7 @@ class Tanh(Function):
         if ctx._direct():
             yd, = ctx._saved_arrays()
             if yd.dtype.kind != "c":
-                return ctx.wrap((ctx.device.backend).tanh_backward(grad.data, yd))    # one kernel on CUDA
+                return ctx.wrap(ctx.device.backend.tanh_backward(grad.data, yd))    # one kernel on CUDA
         y, = ctx.saved_tensors
         if y.data.dtype.kind == "c":             # composed: TanhBackward's own backward is for real y
             return grad * conj(1.0 - y * y)
@@ -995,7 +995,7 @@ class TanhBackward(Function):
     @staticmethod
     def forward(ctx, grad, y):
         ctx.save_for_backward(grad, y)
-        return ctx.wrap((ctx.device.backend).tanh_backward(grad.data, y.data))
+        return ctx.wrap(ctx.device.backend.tanh_backward(grad.data, y.data))
 
     @staticmethod
     def backward(ctx, gg):
@@ -1025,7 +1025,7 @@ class Sigmoid(Function):
     # 1 / (1 + exp(-x)) would give inf * 0; the forward is a backend kernel (overflow-safe there)
     @staticmethod
     def forward(ctx, x):
-        y = ctx.wrap((ctx.device.backend).sigmoid(x.data))
+        y = ctx.wrap(ctx.device.backend.sigmoid(x.data))
         ctx.save_for_backward(y)
         return y
 
@@ -1034,7 +1034,7 @@ class Sigmoid(Function):
         if ctx._direct():
             yd, = ctx._saved_arrays()
             if yd.dtype.kind != "c":
-                return ctx.wrap((ctx.device.backend).sigmoid_backward(grad.data, yd))    # one kernel on CUDA
+                return ctx.wrap(ctx.device.backend.sigmoid_backward(grad.data, yd))    # one kernel on CUDA
         y, = ctx.saved_tensors
         if y.data.dtype.kind == "c":             # composed, as Tanh's
             return grad * conj(y * (1.0 - y))
@@ -1049,7 +1049,7 @@ class SigmoidBackward(Function):
     @staticmethod
     def forward(ctx, grad, y):
         ctx.save_for_backward(grad, y)
-        return ctx.wrap((ctx.device.backend).sigmoid_backward(grad.data, y.data))
+        return ctx.wrap(ctx.device.backend.sigmoid_backward(grad.data, y.data))
 
     @staticmethod
     def backward(ctx, gg):
@@ -1074,7 +1074,7 @@ class Relu(Function):
     def backward(ctx, grad):
         if ctx._direct():
             yd, = ctx._saved_arrays()
-            return ctx.wrap((ctx.device.backend).relu_backward(grad.data, yd))      # one kernel on CUDA
+            return ctx.wrap(ctx.device.backend.relu_backward(grad.data, yd))      # one kernel on CUDA
         y, = ctx.saved_tensors
         return ReluBackward.apply(grad, y)
 
@@ -1087,7 +1087,7 @@ class ReluBackward(Function):
     @staticmethod
     def forward(ctx, grad, x):
         ctx.save_for_backward(x)
-        return ctx.wrap((ctx.device.backend).relu_backward(grad.data, x.data))
+        return ctx.wrap(ctx.device.backend.relu_backward(grad.data, x.data))
 
     @staticmethod
     def backward(ctx, gg):
@@ -1104,7 +1104,7 @@ class Gelu(Function):
 
     @staticmethod
     def forward(ctx, x, approximate):
-        y, ctx.aux = (ctx.device.backend).gelu(x.data, approximate)
+        y, ctx.aux = ctx.device.backend.gelu(x.data, approximate)
         ctx.approximate = approximate
         ctx.save_for_backward(x)
         return ctx.wrap(y)
@@ -1113,7 +1113,7 @@ class Gelu(Function):
     def backward(ctx, grad):
         if ctx._direct():
             xd, = ctx._saved_arrays()
-            return ctx.wrap((ctx.device.backend).gelu_backward(grad.data, xd, ctx.aux, ctx.approximate)), None
+            return ctx.wrap(ctx.device.backend.gelu_backward(grad.data, xd, ctx.aux, ctx.approximate)), None
         x, = ctx.saved_tensors
         if ctx.approximate == "tanh":
             t = tanh((x + x * x * x * 0.044715) * _SQRT_2_OVER_PI)
@@ -1131,7 +1131,7 @@ class Silu(Function):
 
     @staticmethod
     def forward(ctx, x):
-        y, ctx.aux = (ctx.device.backend).silu(x.data)
+        y, ctx.aux = ctx.device.backend.silu(x.data)
         ctx.save_for_backward(x)
         return ctx.wrap(y)
 
@@ -1139,7 +1139,7 @@ class Silu(Function):
     def backward(ctx, grad):
         if ctx._direct():
             xd, = ctx._saved_arrays()
-            return ctx.wrap((ctx.device.backend).silu_backward(grad.data, xd, ctx.aux))
+            return ctx.wrap(ctx.device.backend.silu_backward(grad.data, xd, ctx.aux))
         x, = ctx.saved_tensors
         s = sigmoid(x)
         return grad * (s * (x * (1.0 - s) + 1.0))
@@ -1185,7 +1185,7 @@ class Erf(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return ctx.wrap((ctx.device.backend).erf(x.data))
+        return ctx.wrap(ctx.device.backend.erf(x.data))
 
     @staticmethod
     def backward(ctx, grad):

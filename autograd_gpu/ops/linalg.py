@@ -42,7 +42,7 @@ class MatMul(Function):                   # the wrapper reshapes 1-D operands to
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return ctx.wrap((ctx.device.backend).matmul(a.data, b.data))
+        return ctx.wrap(ctx.device.backend.matmul(a.data, b.data))
 
     @staticmethod
     def backward(ctx, grad):

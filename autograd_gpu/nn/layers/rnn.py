@@ -300,7 +300,7 @@ def _rnn_backward_fast(backend, mode, rec, steps, h0, w_hh, dout, dh, need_w):
 
 
 def _gru_forward_fast(backend, gx, h, w_hh, b_hh, steps):
-    xp, (T, B, G), H = backend.xp, gx.shape, h.shape[-1]
+    xp, (T, B, _), H = backend.xp, gx.shape, h.shape[-1]
     wt = _packed(backend, xp.ascontiguousarray(w_hh.T), B, h.dtype if h.dtype == gx.dtype else None)
     S = _recycled.empty(backend, (T, B, 4 * H), gx.dtype)            # r, z, n, W_hn h + b_hn per step
     OUT, b = _recycled.empty(backend, (T, B, H), gx.dtype), 0 if b_hh is None else b_hh

@@ -111,7 +111,7 @@ class LinearReLU(Function):
     def backward(ctx, grad):
         if ctx._direct():
             x, w, y = ctx._saved_arrays()
-            return _linear_grads_direct(ctx, (ctx.device.backend).relu_backward(grad.data, y), x, w)
+            return _linear_grads_direct(ctx, ctx.device.backend.relu_backward(grad.data, y), x, w)
         x, w, y = ctx.saved_tensors
         return _linear_grads(ctx.needs_input_grad, ReluBackward.apply(grad, y), x, w)
 

@@ -95,13 +95,13 @@ def _nll_grad_array(ctx, g):
     """NllLoss's gradient on arrays (Function._direct): -scale * g scattered into zeros."""
     src = (g * -ctx.scale).reshape(ctx.idx.shape)
     out = ctx.xp.zeros(ctx.shape, dtype=src.dtype)
-    (ctx.device.backend).scatter_add(out, _along(ctx.xp, ctx.idx, 1), src)
+    ctx.device.backend.scatter_add(out, _along(ctx.xp, ctx.idx, 1), src)
     return out
 
 
 def _nll_grad(ctx, grad):
     """NllLoss's gradient as recorded ops."""
-    neg = ctx.wrap((ctx.device.backend).call(ctx.xp.negative, ctx.scale))  # on its GPU
+    neg = ctx.wrap(ctx.device.backend.call(ctx.xp.negative, ctx.scale))  # on its GPU
     g = Mul.apply(grad, neg) if grad.shape == neg.shape else mul(grad, neg)
     return ScatterAddInto.apply(g.reshape(ctx.idx.shape), ctx.idx, 1, ctx.shape)
 

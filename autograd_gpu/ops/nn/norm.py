@@ -129,7 +129,7 @@ class LayerNorm(Function):
         a = x.data
         k = a.ndim - len(axes)
         n = _prod(a.shape[k:])
-        y, ctx.stats = (ctx.device.backend).layer_norm(a.reshape(_prod(a.shape[:k]), n),
+        y, ctx.stats = ctx.device.backend.layer_norm(a.reshape(_prod(a.shape[:k]), n),
                                                        None if w is None else w.data.reshape(n),
                                                        None if b is None else b.data.reshape(n), eps)
         ctx.axes, ctx.eps = axes, eps
@@ -144,7 +144,7 @@ class LayerNorm(Function):
         if not state.enabled:       # no graph of the gradient wanted: the backend's fused backward on arrays
             shape, k = x.shape, len(axes)
             n = _prod(shape[len(shape) - k:])
-            gx, gw, gb = (ctx.device.backend).layer_norm_backward(
+            gx, gw, gb = ctx.device.backend.layer_norm_backward(
                 grad.data.reshape(_prod(shape[:len(shape) - k]), n), ctx.stats,
                 None if w is None else w.data.reshape(n), need_x, need_w, need_b)
             wshape = shape[len(shape) - k:]
