@@ -14,6 +14,9 @@ figures mean nothing):
 - kernels: the 4M step's generated kernel against copies: cudaMemcpy, an ElementwiseKernel copy, a
   vectorised copy, and the step's kernel as an ElementwiseKernel and vectorised
   (backends/fuse_cuda_vec.py; on the stand-in both are the ElementwiseKernel);
+- launch: the host's cost of one launch from Python, on 1024 float32 (so the GPU's own time is
+  negligible): a CuPy ufunc (`cupy.add(a, b, out=c)`), a cached ElementwiseKernel, a RawKernel, and
+  one eager op of ours (`x + y` under no_grad), back to back per call and synchronised after each;
 - profile (only when asked for): where the host's time goes in a compiled 4M call, with and without
   graphs (cProfile, top functions by own time).
 
@@ -36,7 +39,7 @@ from autograd_gpu import optim  # noqa: E402
 from benchmarks.timing import cupy_module  # noqa: E402
 from benchmarks.workloads import device_ms  # noqa: E402
 
-SECTIONS = ("capture", "timings", "kernels", "profile")
+SECTIONS = ("capture", "timings", "kernels", "launch", "profile")
 SIZES = {"full": dict(n=1 << 22, mlp=(784, 512, 512, 10), batch=128, calls=200, device_repeats=20),
          "tiny": dict(n=1 << 12, mlp=(32, 16, 16, 10), batch=8, calls=3, device_repeats=1)}
 
@@ -215,9 +218,44 @@ def kernels(cp, size):
     return r
 
 
+_RAW_ADD = r"""extern "C" __global__ void ag_probe_add(const float* a, const float* b, float* c, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}"""
+
+
+def launch(cp, size):
+    """What one launch costs the host: ufunc, cached ElementwiseKernel, RawKernel, and one op of ours."""
+    n, calls = 1024, size["calls"] * 10
+    a, b = cp.ones(n, cp.float32), cp.ones(n, cp.float32)
+    c = cp.empty_like(a)
+    ek = cp.ElementwiseKernel("float32 a, float32 b", "float32 c", "c = a + b", "ag_probe_add_ew")
+    kinds = {"CuPy ufunc cupy.add(a, b, out=c)": lambda: cp.add(a, b, out=c),
+             "cached ElementwiseKernel": lambda: ek(a, b, c)}
+    from autograd_gpu.backends import cupy_backend
+    if not cupy_backend.simulated():                   # the stand-in has no RawKernel
+        rk = cp.RawKernel(_RAW_ADD, "ag_probe_add")
+        kinds["RawKernel"] = lambda: rk((4,), (256,), (a, b, c, np.int64(n)))
+    else:
+        print("  RawKernel: not in this CuPy (the stand-in has none)")
+    x, y = ag.ones(n, device="cuda"), ag.ones(n, device="cuda")
+
+    def ours():
+        with ag.no_grad():
+            x + y
+    kinds["ours: x + y (no_grad)"] = ours
+    print(f"launch cost on {n} float32, {calls} calls")
+    for name, call in kinds.items():
+        try:
+            timed(cp, name, call, calls)
+        except Exception:                               # noqa: BLE001 - a probe prints what broke
+            print(f"  {name}: raised")
+            traceback.print_exc()
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", nargs="+", choices=SECTIONS, default=["capture", "timings", "kernels"],
+    p.add_argument("--only", nargs="+", choices=SECTIONS, default=["capture", "timings", "kernels", "launch"],
                    help="sections to run (default: all but profile)")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)      # for the test suite
     args = p.parse_args(argv)
@@ -232,6 +270,8 @@ def main(argv=None):
         timings(cp, s, size)
     if "kernels" in args.only:
         kernels(cp, size)
+    if "launch" in args.only:
+        launch(cp, size)
     if "profile" in args.only:
         profiled("elementwise_4m compiled", s["ew"], 300 if not args.tiny else 3)
         profiled("elementwise_4m compiled, no graphs", s["ew_plain"], 300 if not args.tiny else 3)

@@ -5,6 +5,9 @@
 #   tools/gpu_session.sh tests    # every `gpu` test on the real GPU      -> $OUT/gpu_tests.{log,xml}
 #   tools/gpu_session.sh bench    # python -m benchmarks --device cpu cuda -> $OUT/bench/, $OUT/bench.log
 #   tools/gpu_session.sh nccl     # CUDA over MPI and NCCL (a world of one) -> $OUT/nccl.log
+#   tools/gpu_session.sh all      # tests, then the benchmarks (cuda first, no distributed), then the
+#                                 # probe's launch costs: one device call of under 10 minutes, at most
+#                                 # 8 files back (the device tool's limit): no plots
 #
 # Each stage first records the machine (GPU name, driver, CuPy, CUDA, NCCL) in $OUT/machine.txt. Run
 # from the repository root; the project runs from the tree (PYTHONPATH), nothing is installed. Copy
@@ -57,6 +60,17 @@ case "${1:-}" in
   bench)
     timeout 560 "$PY" -m benchmarks --device cpu cuda --out "$OUT/bench" 2>&1 | tee "$OUT/bench.log" | tail -60
     ;;
+  all)
+    XDIST=$("$PY" -c "import xdist" 2>/dev/null && echo "-n ${GPU_TEST_WORKERS:-12}")
+    timeout ${GPU_TEST_TIMEOUT:-170} "$PY" -m pytest -m gpu -q -p no:cacheprovider --maxfail=300 -rf $XDIST \
+      > "$OUT/gpu_tests.log" 2>&1; tail -25 "$OUT/gpu_tests.log"
+    timeout ${GPU_BENCH_TIMEOUT:-290} "$PY" -m benchmarks --device cuda cpu --out /tmp/bench --only op_overhead \
+      mlp_step mlp_adam_step mlp_sub_step cnn_step transformer_step lstm_step sweep elementwise_4m moons_step \
+      matmul_1024 deep_chain per_example_grads 2>&1 | tee "$OUT/bench.log" | grep -v "^ *$" | tail -45
+    cp /tmp/bench/benchmarks.json /tmp/bench/benchmarks.md "$OUT/" 2>/dev/null
+    timeout ${GPU_PROBE_TIMEOUT:-75} "$PY" -m benchmarks.cuda_probe --only launch kernels timings \
+      2>&1 | tee "$OUT/probe.log" | tail -30
+    ;;
   nccl)
     # The device machine has no network and no mpi4py; carry the wheels (about 15 MB, git-ignored):
     #   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
@@ -82,7 +96,7 @@ case "${1:-}" in
     rm -rf "$OUT/venv"
     ;;
   *)
-    echo "usage: tools/gpu_session.sh tests|bench|nccl" >&2
+    echo "usage: tools/gpu_session.sh tests|bench|nccl|all" >&2
     exit 2
     ;;
 esac
