@@ -1,4 +1,4 @@
-"""The benchmarks that look closer at one thing (benchmarks/mlp_floor.py, benchmarks/cuda_probe.py) run
+"""The benchmarks that look closer at one thing (benchmarks/mlp_floor.py, cuda_probe.py, eager_profile.py) run
 end to end in their tiny mode, so they cannot rot."""
 import pytest
 
@@ -25,3 +25,15 @@ def test_cuda_probe_runs_every_section(capsys):
     assert "elementwise_4m: stats" in out and "no_graph" in out and "device ms: compiled step" in out
     assert "cudaMemcpy (copyto)" in out and "profile of elementwise_4m compiled" in out
     assert "raised" not in out
+    assert "launch cost on 1024 float32" in out and "ours: x + y (no_grad)" in out
+
+
+@pytest.mark.gpu
+def test_eager_profile_times_and_profiles_each_step(capsys):
+    if not ag.cuda.is_available():
+        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs this on the stand-in)")
+    from benchmarks import eager_profile
+    eager_profile.main(["--scale", "tiny", "--steps", "2", "--top", "5", "--only", "mlp_step", "cnn_step"])
+    out = capsys.readouterr().out
+    assert "== mlp_step:" in out and "== cnn_step:" in out and "calls/step" in out
+    assert "matmul with out=" in out
