@@ -8,6 +8,8 @@
 #   tools/gpu_session.sh all      # tests, then the benchmarks (cuda first, no distributed), then the
 #                                 # probe's launch costs: one device call of under 10 minutes, at most
 #                                 # 8 files back (the device tool's limit): no plots
+#   tools/gpu_session.sh eager    # tests, the eager steps on cuda against PyTorch, the width sweep on cpu
+#                                 # and cuda, benchmarks.eager_profile: about 5 minutes
 #
 # Each stage first records the machine (GPU name, driver, CuPy, CUDA, NCCL) in $OUT/machine.txt. Run
 # from the repository root; the project runs from the tree (PYTHONPATH), nothing is installed. Copy
@@ -71,6 +73,18 @@ case "${1:-}" in
     timeout ${GPU_PROBE_TIMEOUT:-75} "$PY" -m benchmarks.cuda_probe --only launch kernels timings \
       2>&1 | tee "$OUT/probe.log" | tail -30
     ;;
+  eager)
+    XDIST=$("$PY" -c "import xdist" 2>/dev/null && echo "-n ${GPU_TEST_WORKERS:-12}")
+    timeout ${GPU_TEST_TIMEOUT:-120} "$PY" -m pytest -m gpu -q -p no:cacheprovider --maxfail=300 -rf $XDIST \
+      > "$OUT/gpu_tests.log" 2>&1; tail -15 "$OUT/gpu_tests.log"
+    timeout ${GPU_BENCH_TIMEOUT:-130} "$PY" -m benchmarks --device cuda --out /tmp/bench --only op_overhead \
+      mlp_step mlp_adam_step cnn_step transformer_step lstm_step sweep 2>&1 | tee "$OUT/bench.log" | grep -v "^ *$"
+    cp /tmp/bench/benchmarks.json /tmp/bench/benchmarks.md "$OUT/" 2>/dev/null
+    timeout 30 "$PY" -m benchmarks --device cpu --out /tmp/bench_cpu --only sweep 2>&1 | tee "$OUT/sweep_cpu.log" |
+      grep sweep
+    timeout ${GPU_PROBE_TIMEOUT:-50} "$PY" -m benchmarks.eager_profile --top 15 2>&1 | tee "$OUT/eager_profile.log" |
+      grep -E "^==|us/call"
+    ;;
   nccl)
     # The device machine has no network and no mpi4py; carry the wheels (about 15 MB, git-ignored):
     #   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
@@ -96,7 +110,7 @@ case "${1:-}" in
     rm -rf "$OUT/venv"
     ;;
   *)
-    echo "usage: tools/gpu_session.sh tests|bench|nccl|all" >&2
+    echo "usage: tools/gpu_session.sh tests|bench|nccl|all|eager" >&2
     exit 2
     ;;
 esac

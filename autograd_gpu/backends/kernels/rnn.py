@@ -10,7 +10,7 @@ ufuncs made ~13 launches forward and ~19 backward per LSTM step.
 Arguments the layer has none of (no incoming gradient for h_n, c_n or the outputs) are passed as the
 number 0, which both implementations broadcast; nothing a method reads is written.
 
-Gate slices: a (B, k*H) gate array is passed to a CuPy kernel as k strided (B, H) views. No input may
+Gate arrays (B, k*H) are passed to a CuPy kernel whole, as raw parameters (no per-gate views). No input may
 share memory with an output (CuPy would copy the input first: a launch), so the products' results and
 the running gradients are fresh arrays, never the buffers the kernels write.
 """
@@ -149,66 +149,93 @@ class NumpyRNN:
         return self.matmul_packed(dgh, w, 3 * H, H), dh * z
 
 
-# CUDA C of the cells, one thread per (row, unit). Gate inputs and outputs are (B, H) views of the gate
-# arrays; every intermediate is a local (an output parameter is a reference into global memory).
-_LSTM_FWD = ("T xi, T xf, T xg, T xo, T hi, T hf, T hg, T ho, T c_prev",
-             "T gi, T gf, T gg, T go, T c, T tc, T h",
+# CUDA C of the cells, one thread per (row, unit): the loop runs over the (B, H) arrays, i = b * H + j.
+# Gate arrays (B, k*H) are raw parameters read and written at b * k*H + gate * H + j (CuPy's raw indexing
+# is C-order whatever the strides), so a call passes each whole array, not k strided views: a kernel
+# call's host cost grows with its arguments. Every intermediate is a local (an output parameter is a
+# reference into global memory).
+_LSTM_FWD = ("raw T gx, raw T hw, T c_prev, int64 H",
+             "raw T gates, T c, T tc, T h",
              """
-             T si = 1 / (1 + exp(-(xi + hi)));
-             T sf = 1 / (1 + exp(-(xf + hf)));
-             T sg = tanh(xg + hg);
-             T so = 1 / (1 + exp(-(xo + ho)));
+             ptrdiff_t k = (i / H) * 4 * H + i % H;
+             T si = 1 / (1 + exp(-(gx[k] + hw[k])));
+             T sf = 1 / (1 + exp(-(gx[k + H] + hw[k + H])));
+             T sg = tanh(gx[k + 2 * H] + hw[k + 2 * H]);
+             T so = 1 / (1 + exp(-(gx[k + 3 * H] + hw[k + 3 * H])));
              T cn = sf * c_prev + si * sg;
              T tn = tanh(cn);
-             gi = si;
-             gf = sf;
-             gg = sg;
-             go = so;
+             gates[k] = si;
+             gates[k + H] = sf;
+             gates[k + 2 * H] = sg;
+             gates[k + 3 * H] = so;
              c = cn;
              tc = tn;
              h = so * tn;
              """, "ag_lstm_fwd")
-_LSTM_BWD = ("T dh_in, T dout, T dc_in, T gi, T gf, T gg, T go, T tc, T c_prev",
-             "T di, T df, T dg, T d_o, T dc_prev",
+_LSTM_BWD = ("T dh_in, T dout, T dc_in, raw T gates, T tc, T c_prev, int64 H",
+             "raw T da, T dc_prev",
              """
+             ptrdiff_t k = (i / H) * 4 * H + i % H;
+             T gi = gates[k];
+             T gf = gates[k + H];
+             T gg = gates[k + 2 * H];
+             T go = gates[k + 3 * H];
              T dh = dh_in + dout;
              T dc = dc_in + dh * go * (1 - tc * tc);
-             di = dc * gg * gi * (1 - gi);
-             df = dc * c_prev * gf * (1 - gf);
-             dg = dc * gi * (1 - gg * gg);
-             d_o = dh * tc * go * (1 - go);
+             da[k] = dc * gg * gi * (1 - gi);
+             da[k + H] = dc * c_prev * gf * (1 - gf);
+             da[k + 2 * H] = dc * gi * (1 - gg * gg);
+             da[k + 3 * H] = dh * tc * go * (1 - go);
              dc_prev = dc * gf;
              """, "ag_lstm_bwd")
 _RNN_FWD = {False: ("T x, T hw", "T h", "h = tanh(x + hw);", "ag_rnn_tanh_fwd"),
             True: ("T x, T hw", "T h", "T a = x + hw; h = a < 0 ? 0 : a;", "ag_rnn_relu_fwd")}  # NaN stays
 _RNN_BWD = {False: ("T dh, T dout, T h", "T da", "da = (dh + dout) * (1 - h * h);", "ag_rnn_tanh_bwd"),
             True: ("T dh, T dout, T h", "T da", "da = (dh + dout) * (h > 0);", "ag_rnn_relu_bwd")}
-_GRU_FWD = ("T xr, T xz, T xn, T hr, T hz, T hn, T br, T bz, T bn, T h_prev",
-            "T gr, T gz, T gn, T ghn, T h",
+_GRU_FWD = {bias: ("raw T gx, raw T hw, " + ("raw T b, " if bias else "") + "T h_prev, int64 H",
+                    "raw T gates, T h",
+                    """
+                    ptrdiff_t j = i % H;
+                    ptrdiff_t k = (i / H) * 3 * H + j;
+                    ptrdiff_t s = (i / H) * 4 * H + j;
+                    """ + ("""
+                    T br = b[j];
+                    T bz = b[j + H];
+                    T bn = b[j + 2 * H];
+                    """ if bias else """
+                    T br = 0;
+                    T bz = 0;
+                    T bn = 0;
+                    """) + """
+                    T r = 1 / (1 + exp(-(gx[k] + hw[k] + br)));
+                    T z = 1 / (1 + exp(-(gx[k + H] + hw[k + H] + bz)));
+                    T g = hw[k + 2 * H] + bn;
+                    T n = tanh(gx[k + 2 * H] + r * g);
+                    gates[s] = r;
+                    gates[s + H] = z;
+                    gates[s + 2 * H] = n;
+                    gates[s + 3 * H] = g;
+                    h = n + z * (h_prev - n);
+                    """, f"ag_gru_fwd{'_b' if bias else ''}") for bias in (False, True)}
+_GRU_BWD = ("T dh_in, T dout, T dhz_in, raw T gates, T h_prev, int64 H",
+            "raw T dgx, raw T dgh, T dhz_out",
             """
-            T r = 1 / (1 + exp(-(xr + hr + br)));
-            T z = 1 / (1 + exp(-(xz + hz + bz)));
-            T g = hn + bn;
-            T n = tanh(xn + r * g);
-            gr = r;
-            gz = z;
-            gn = n;
-            ghn = g;
-            h = n + z * (h_prev - n);
-            """, "ag_gru_fwd")
-_GRU_BWD = ("T dh_in, T dout, T dhz_in, T r, T z, T n, T ghn, T h_prev",
-            "T dxr, T dxz, T dxn, T dhr, T dhz, T dhn, T dhz_out",
-            """
+            ptrdiff_t k = (i / H) * 3 * H + i % H;
+            ptrdiff_t s = (i / H) * 4 * H + i % H;
+            T r = gates[s];
+            T z = gates[s + H];
+            T n = gates[s + 2 * H];
+            T ghn = gates[s + 3 * H];
             T dh = dh_in + dhz_in + dout;
             T dn = dh * (1 - z) * (1 - n * n);
             T dr = dn * ghn * r * (1 - r);
             T dz = dh * (h_prev - n) * z * (1 - z);
-            dxr = dr;
-            dxz = dz;
-            dxn = dn;
-            dhr = dr;
-            dhz = dz;
-            dhn = dn * r;
+            dgx[k] = dr;
+            dgx[k + H] = dz;
+            dgx[k + 2 * H] = dn;
+            dgh[k] = dr;
+            dgh[k + H] = dz;
+            dgh[k + 2 * H] = dn * r;
             dhz_out = dh * z;
             """, "ag_gru_bwd")
 
@@ -232,13 +259,6 @@ def _typed(src, t):
     return re.sub(r"\bT\b", t, src)
 
 
-def _split(a, k):
-    """The k (B, H) gate views of a (B, k*H) array."""
-    B, H = a.shape[0], a.shape[-1] // k
-    a = a.reshape(B, k, H)
-    return [a[:, j] for j in range(k)]
-
-
 def _fused(*arrays):
     """Whether the CUDA kernels take these arrays: float32 or float64, all of one dtype (else the NumPy
     implementations run on CuPy's ufuncs: float16, mixed dtypes)."""
@@ -254,17 +274,15 @@ class CupyRNN:
         if not _fused(h, w, gx, c, gates):
             return NumpyRNN.lstm_step_forward(self, h, w, gx, c, gates, c_out, tc_out, h_out)
         with self._cuda_device:
-            hw = self.matmul(h, w)
-            _kernel(self.xp, _LSTM_FWD, gates.dtype)(*_split(gx, 4), *_split(hw, 4), c, *_split(gates, 4), c_out,
-                                                     tc_out, h_out)
+            _kernel(self.xp, _LSTM_FWD, gates.dtype)(gx, self.matmul(h, w), c, h.shape[-1], gates, c_out, tc_out,
+                                                     h_out)
 
     def lstm_step_backward(self, dh, dout, dc, gates, tc, c_prev, w, da):
         if not _fused(gates, w, tc, c_prev, da, dh, dout, dc):
             return NumpyRNN.lstm_step_backward(self, dh, dout, dc, gates, tc, c_prev, w, da)
         with self._cuda_device:
             dc_prev = self.xp.empty_like(tc)
-            _kernel(self.xp, _LSTM_BWD, gates.dtype)(dh, dout, dc, *_split(gates, 4), tc, c_prev, *_split(da, 4),
-                                                     dc_prev)
+            _kernel(self.xp, _LSTM_BWD, gates.dtype)(dh, dout, dc, gates, tc, c_prev, tc.shape[-1], da, dc_prev)
             return self.matmul(da, w), dc_prev
 
     def rnn_step_forward(self, h, w, gx, h_out, relu):
@@ -284,15 +302,14 @@ class CupyRNN:
         if not _fused(h, w, gx, gates, h_out, b):
             return NumpyRNN.gru_step_forward(self, h, w, b, gx, gates, h_out)
         with self._cuda_device:
-            hw = self.matmul(h, w)
-            bs = [b] * 3 if isinstance(b, (int, float)) else list(b.reshape(3, -1))
-            _kernel(self.xp, _GRU_FWD, gates.dtype)(*_split(gx, 3), *_split(hw, 3), *bs, h, *_split(gates, 4), h_out)
+            bias = not isinstance(b, (int, float))          # 0: the layer has no b_hh
+            args = (gx, self.matmul(h, w)) + ((b,) if bias else ())
+            _kernel(self.xp, _GRU_FWD[bias], gates.dtype)(*args, h, h.shape[-1], gates, h_out)
 
     def gru_step_backward(self, dh, dout, dhz, gates, h, w, dgx, dgh):
         if not _fused(gates, w, h, dgx, dgh, dh, dout, dhz):
             return NumpyRNN.gru_step_backward(self, dh, dout, dhz, gates, h, w, dgx, dgh)
         with self._cuda_device:
             dhz_out = self.xp.empty_like(h)
-            _kernel(self.xp, _GRU_BWD, gates.dtype)(dh, dout, dhz, *_split(gates, 4), h, *_split(dgx, 3),
-                                                    *_split(dgh, 3), dhz_out)
+            _kernel(self.xp, _GRU_BWD, gates.dtype)(dh, dout, dhz, gates, h, h.shape[-1], dgx, dgh, dhz_out)
             return self.matmul(dgh, w), dhz_out
