@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.launches import use_standin_if_asked  # noqa: E402
@@ -65,18 +67,18 @@ def primitives(cp, calls=2000):
     w = cp.ones((512, 784), cp.float32)
     h = cp.ones((128, 512), cp.float32)
     out = cp.empty((128, 512), cp.float32)
-    import autograd_gpu as ag
-    backend = ag.device("cuda").backend
+    from autograd_gpu.backends import cublas_graph, cupy_backend
     kinds = {"matmul (128x784 @ 784x512, w.T view)": lambda: cp.matmul(a, w.T),
-             "ours: backend.matmul (cuBLAS by pointer)": lambda: backend.matmul(a, w.T),
-             "ours: bias_grad (ones @ g, cuBLAS)": lambda: backend.bias_grad(h),
              "matmul with out=": lambda: cp.matmul(a, w.T, out=out),
+             "the same through ctypes (cublas_graph)": lambda: cublas_graph.matmul(cp, a, w.T),
              "sum over axis 0 (128x512)": lambda: h.sum(axis=0),
              "ufunc maximum(h, 0)": lambda: cp.maximum(h, 0),
              "empty (128, 512)": lambda: cp.empty((128, 512), cp.float32),
              "zeros (128, 512)": lambda: cp.zeros((128, 512), cp.float32),
              "asarray(python float)": lambda: cp.asarray(1.5),
              "h * 0.5 (python scalar)": lambda: h * 0.5}
+    if not cupy_backend.simulated():                   # cuBLAS's own host cost, without CuPy around it
+        kinds["the same as a bare cublas.sgemm"] = _bare_sgemm(cp, a, w)
     print(f"host cost of single CuPy calls ({calls} back to back)")
     for name, call in kinds.items():
         for _ in range(10):
@@ -88,6 +90,27 @@ def primitives(cp, calls=2000):
         t = time.perf_counter() - t0
         cp.cuda.Device().synchronize()
         print(f"  {name:>40}: {t / calls * 1e6:7.1f} us/call")
+
+
+def _bare_sgemm(cp, a, w):
+    """a @ w.T as one call of CuPy's Cython cuBLAS binding on CuPy's handle (checked against cupy.matmul):
+    the floor under any wrapper's cost. On an H200 it cost the host 29 us against matmul's 32
+    (docs/bench/gpu/h200-2026-11-28/run4_gemm_probe.log): cuBLAS itself, not CuPy, is most of a product's
+    host cost, so the backend keeps cupy.matmul."""
+    from cupy_backends.cuda.libs import cublas
+    handle = cp.cuda.device.get_cublas_handle()
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    (m, k), n = a.shape, w.shape[0]
+
+    def call():
+        c = cp.empty((m, n), cp.float32)
+        cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+        cublas.sgemm(handle, 1, 0, n, m, k, one.ctypes.data, w.data.ptr, k, a.data.ptr, k, zero.ctypes.data,
+                     c.data.ptr, n)
+        return c
+    if not cp.allclose(call(), cp.matmul(a, w.T)):
+        raise AssertionError("the bare sgemm differs from cupy.matmul")
+    return call
 
 
 def main(argv=None):

@@ -1,4 +1,4 @@
-"""Matrix products straight to cuBLAS: ones a CUDA graph can capture, and the eager 2-d fast path.
+"""Matrix products that a CUDA graph can capture.
 
 CuPy refuses every cuBLAS call while a stream captures ("calling cuBLAS API during stream capture is
 currently unsupported"), although cuBLAS itself captures fine on a handle with a workspace of its
@@ -7,11 +7,6 @@ own (that is how PyTorch's graphs hold matmuls). So while the CUDA fuser capture
 called through ctypes on our own handle and workspace, for float16/32/64 and complex operands in
 every layout cuBLAS reads directly (row-major, or its transpose, with any leading dimension);
 other layouts and broadcast batches are made contiguous first, which is a capturable kernel too.
-
-Eager 2-d products take ``gemm2d``, the same call with nothing around it: CuPy's matmul costs the host
-about 22 us a call on an H200 (docs/bench/gpu/h200-2026-11-28/eager_profile.log), over half an eager
-MLP step's launches' cost. ``column_sums`` makes a bias's gradient one such product with a cached row
-of ones (a CuPy reduction costs the host more than a launch).
 
 Only the library call differs between a real GPU (``_Cublas``) and the test suite's CuPy stand-in,
 which simulates the same call on its host buffers (``set_library``): the layout logic below runs
@@ -76,55 +71,6 @@ def matmul(xp, a, b, out=None):
         return res
     xp.copyto(out, res)
     return out
-
-
-def _layout(x, isz):
-    """(operation, leading dimension) in which cuBLAS reads the 2-d ``x`` as stored, or (None, 0)."""
-    (r, c), (s0, s1) = x.shape, x.strides
-    if s0 % isz or s1 % isz:
-        return None, 0
-    s0, s1 = s0 // isz, s1 // isz
-    if (s1 == 1 or c == 1) and s0 >= max(c, 1):
-        return OP_N, s0                               # row-major: column-major c x r, the transpose
-    if (s0 == 1 or r == 1) and s1 >= max(r, 1):
-        return OP_T, s1                               # a transposed row-major matrix
-    return None, 0
-
-
-def gemm2d(xp, a, b, shape=None):
-    """``a @ b`` for 2-d ``a`` and ``b`` of one float or complex dtype in layouts cuBLAS reads as stored
-    (row-major or transposed, any leading dimension), as one cuBLAS call on the current stream; None
-    where they are not (empty, other dtypes or strides): the caller then takes CuPy's matmul. ``shape``:
-    the result's shape, if not (rows, columns) (a C-contiguous array of as many elements)."""
-    dt = a.dtype
-    if b.dtype != dt or dt.char not in _TYPES:
-        return None
-    (m, k), (k2, n) = a.shape, b.shape
-    if k != k2 or not (m and n and k):
-        return None
-    opa, lda = _layout(a, dt.itemsize)
-    opb, ldb = _layout(b, dt.itemsize)
-    if opa is None or opb is None:
-        return None
-    res = xp.empty((m, n) if shape is None else shape, dt)
-    (_library or _cublas(xp)).gemm(opb, opa, n, m, k, b.data.ptr, ldb, 0, a.data.ptr, lda, 0, res.data.ptr,
-                                   n, 0, 1, dt)
-    return res
-
-
-_ones = {}                       # (GPU, dtype, n) -> a row of n ones, made once
-
-
-def column_sums(xp, g):
-    """The column sums of the 2-d ``g`` as ``ones(1, rows) @ g`` (one cuBLAS call), or None where gemm2d
-    takes no such product."""
-    if g.ndim != 2 or g.dtype.char not in _TYPES or not g.shape[0]:
-        return None
-    key = (xp, xp.cuda.Device().id, g.dtype, g.shape[0])
-    ones = _ones.get(key)
-    if ones is None:
-        ones = _ones[key] = xp.ones((1, g.shape[0]), g.dtype)
-    return gemm2d(xp, ones, g, shape=g.shape[1:])          # (n,) itself, not a view of a (1, n) result
 
 
 def _operand(xp, x, batch, nb):

@@ -237,16 +237,11 @@ class CupyBackend(*CUPY_MIXINS, Backend):
             return 1 / (1 + self.xp.exp(-x))
 
     def matmul(self, a, b, out=None):
-        """cupy.matmul: float16 goes to cuBLAS, which accumulates in float32. 2-d float products in layouts
-        cuBLAS reads go to it by pointer (cublas_graph.gemm2d), skipping CuPy's wrappers. While a CUDA graph captures
+        """cupy.matmul: float16 goes to cuBLAS, which accumulates in float32. While a CUDA graph captures
         (``capturing``), float products go to cuBLAS without CuPy, which refuses capture (cublas_graph.py)."""
         with self._cuda_device:
             if self.capturing and a.dtype.kind in "fc" and b.dtype.kind in "fc":
                 return cublas_graph.matmul(self.xp, a, b, out)
-            if out is None and a.ndim == 2 and b.ndim == 2:     # eager's common case: cuBLAS by pointer,
-                r = cublas_graph.gemm2d(self.xp, a, b)         # a third of CuPy's host cost
-                if r is not None:
-                    return r
             return self.xp.matmul(a, b) if out is None else self.xp.matmul(a, b, out=out)
 
     def row_dot(self, a, b):

@@ -10,8 +10,6 @@ import math
 
 import numpy as np
 
-from .. import cublas_graph
-
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -230,11 +228,9 @@ class CupyActivations:
             return k(y, b, y)
 
     def bias_grad(self, g):
-        """The column sums of the (rows, n) array g (a bias's gradient): one cuBLAS product with a cached
-        row of ones (cheaper for the host than a reduction), else one reduction."""
+        """The column sums of the (rows, n) array g (a bias's gradient): one reduction."""
         with self._cuda_device:
-            r = cublas_graph.column_sums(self.xp, g) if not self.capturing else None
-            return g.sum(axis=0) if r is None else r
+            return g.sum(axis=0)
 
     def tanh_backward(self, g, y):
         """grad * (1 - y * y) from tanh's saved output. One kernel."""

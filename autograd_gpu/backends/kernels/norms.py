@@ -13,7 +13,6 @@ import builtins
 
 import numpy as np
 
-from .. import cublas_graph
 from .activations import kernel
 
 # -- CPU ------------------------------------------------------------------------------------------------
@@ -166,9 +165,8 @@ class CupyNorms:
         with self._cuda_device:
             if need_w:
                 gw = self._nk("ln_g_xhat", dt)(g, x, s, v, inv_n, eps, axis=0)
-            if need_b:                           # one cuBLAS product with a row of ones, else a reduction
-                gb = None if self.capturing else cublas_graph.column_sums(self.xp, g)
-                gb = g.sum(axis=0) if gb is None else gb
+            if need_b:
+                gb = g.sum(axis=0)
             if need_x:
                 if w is not None:
                     c1 = self._nk("ln_gw", dt)(g, w, axis=1, keepdims=True)
