@@ -423,13 +423,14 @@ class Minimum(Function):
 
 
 def _minmax_grads(ctx, grad, wins):
-    """The gradient goes to the operand that was picked; a tie splits it evenly, as in PyTorch."""
+    """The gradient goes to the operand that was picked; a tie splits it evenly, as in PyTorch. Where
+    either operand is NaN (so is the result) neither lost: both get the gradient, as in PyTorch."""
     a, b = ctx.saved_tensors
     need_a, need_b = ctx.needs_input_grad
     tie = equal(a, b)
     half = grad * 0.5
-    ga = where(wins(a, b), grad, where(tie, half, 0.0)) if need_a else None
-    gb = where(wins(b, a), grad, where(tie, half, 0.0)) if need_b else None
+    ga = where(wins(b, a), 0.0, where(tie, half, grad)) if need_a else None
+    gb = where(wins(a, b), 0.0, where(tie, half, grad)) if need_b else None
     return ga, gb
 
 

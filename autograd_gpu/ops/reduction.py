@@ -8,7 +8,7 @@ from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from ..dtypes import get_default_dtype
 from .shape import broadcast_to, reshape
-from .elementwise import where, equal, sqrt, abs as _abs, exp, maximum, conj, real, imag, _no_complex
+from .elementwise import where, equal, isnan, logical_and, logical_or, sqrt, abs as _abs, exp, maximum, conj, real, imag, _no_complex
 from ._util import as_tensor, normalize_dims, normalize_dim, pick
 from . import batching
 from .registry import register, OpTest, UNARY, COMPLEX
@@ -135,6 +135,21 @@ def std(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, corr
                     unbiased=unbiased, _op="std"))
 
 
+def _check_nonempty_dims(op, shape, axes):
+    """IndexError for a reduction over a dim of size 0, as PyTorch's: the result would have no value."""
+    for a in axes:
+        if shape[a] == 0:
+            raise IndexError(f"{op}: cannot reduce over an empty dimension (dim {a} of shape {tuple(shape)}): "
+                             f"the result has no value")
+
+
+def _check_nonempty(op, x):
+    """RuntimeError for a reduction over all elements of an empty tensor, as PyTorch's."""
+    if x.data.size == 0:
+        raise RuntimeError(f"{op}: cannot reduce an empty tensor (shape {x.shape}) over all its elements: the "
+                           f"result has no value; pass dim= to reduce over a non-empty dim instead")
+
+
 class _MaxMin(Function):
     batch_rule = batching.reduction
     pick_fn = None
@@ -142,9 +157,7 @@ class _MaxMin(Function):
     @classmethod
     def forward(cls, ctx, x, axes, keepdims):
         xp = ctx.xp
-        if builtins.any(x.data.shape[a] == 0 for a in axes):       # an empty tensor is fine if the reduced dims are not
-            raise ValueError(f"{cls.__name__.lower()}: cannot reduce over an empty dimension (shape "
-                             f"{x.data.shape}, dims {axes}): the result has no value")
+        _check_nonempty_dims(cls.__name__.lower(), x.data.shape, axes)   # fine if the reduced dims are not empty
         y = ctx.wrap(getattr(xp, cls.pick_fn)(x.data, axis=axes, keepdims=keepdims))
         ctx.save_for_backward(x, y)
         ctx.axes, ctx.keepdims = axes, keepdims
@@ -152,11 +165,12 @@ class _MaxMin(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        # the gradient is split evenly between tied extremes (as PyTorch's amax/amin do)
+        # the gradient is split evenly between tied extremes (as PyTorch's amax/amin do); a NaN result
+        # came from the NaNs, so they share it (as PyTorch's max/min do)
         x, y = ctx.saved_tensors
         shape = x.shape
         y = _regrow(y, shape, ctx.axes, ctx.keepdims)
-        mask = equal(x, y)
+        mask = logical_or(equal(x, y), logical_and(isnan(x), isnan(y)))
         count = sum(mask, ctx.axes, True).to(dtype=x.dtype)
         return where(mask, _regrow(grad, shape, ctx.axes, ctx.keepdims) / count, 0.0), None, None
 
@@ -173,6 +187,8 @@ def _max_min(cls, x, axis, keepdims, dim, keepdim, op):
     x = as_tensor(x, op)
     if x.data.dtype.kind == "c":
         _no_complex(x, op)
+    if pick(axis, dim, op) is None:
+        _check_nonempty(op, x)
     axes = _axes(x, axis, dim, op)
     if not axes and x.ndim:
         return x
@@ -355,16 +371,21 @@ def _arg(name, x, axis, dim, keepdims, keepdim, op):
     if x.data.dtype.kind == "c":
         _no_complex(x, op)
     a = pick(axis, dim, op)
-    if x.data.size == 0:
-        raise ValueError(f"{op}: cannot take {op} of an empty tensor (shape {x.shape})")
     xp = x.device.backend.xp
     keep = bool(keepdims if keepdim is None else keepdim)
     if a is None:
+        _check_nonempty(op, x)
         out = getattr(xp, name)(x.data.reshape(-1))
         if keep:
             out = out.reshape((1,) * x.ndim)
     else:
-        out = getattr(xp, name)(x.data, axis=normalize_dim(a, x.ndim, op), keepdims=keep)
+        a = normalize_dim(a, x.ndim, op)
+        if x.ndim:
+            _check_nonempty_dims(op, x.shape, (a,))
+        if x.data.size == 0:     # the other dims are empty: an empty result, as NumPy's and PyTorch's
+            out = xp.zeros(tuple(1 if i == a else s for i, s in enumerate(x.shape) if keep or i != a), dtype="int64")
+        else:
+            out = getattr(xp, name)(x.data, axis=a, keepdims=keep)
     return Tensor._make(xp.asarray(out, dtype="int64"), x.device)
 
 
