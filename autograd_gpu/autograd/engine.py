@@ -29,6 +29,13 @@ from .anomaly import check_gradients
 __all__ = ["run_backward", "backward", "grad", "queue_callback"]
 
 _post_hooked = weakref.WeakValueDictionary()   # id -> leaf with post-accumulate-grad hooks (Tensor's == is elementwise)
+# backward()'s seed for a real scalar loss on a GPU: ones, one array per (device, dtype, shape) made once, not a
+# fill kernel every step. Nothing writes a gradient it was given, with two exceptions that _seed_ok and
+# backward() handle: a user's hook (the seed is dropped after a backward that ran one) and a user's Function at
+# the root (never seeded from here). A leaf never keeps it as its .grad (_owned copies it).
+_seeds = {}
+_seed_ids = set()                      # id() of the arrays in _seeds
+_hook_runs = [0]                       # hooks run so far (any thread): a backward that saw it move drops its seed
 _callbacks = threading.local()         # .stack: one list of queued callbacks per running backward()
 
 
@@ -85,8 +92,9 @@ def _check_root(t, g, where):
 
 def _owned(g, given):
     """g itself, or a copy when g may be shared with something else (given twice, the caller's own
-    grad tensor, or a view such as a broadcast), so that .grad never aliases other memory."""
-    if id(g) in given or g.data.base is not None:
+    grad tensor, a view such as a broadcast, or backward()'s cached seed), so that .grad never aliases
+    other memory."""
+    if id(g) in given or g.data.base is not None or (_seed_ids and id(g.data) in _seed_ids):
         return g.clone() if g.requires_grad else g._copy()
     given.add(id(g))
     return g
@@ -433,6 +441,7 @@ def _check_results(node, out):
 
 
 def _run_hooks(hooks, g):
+    _hook_runs[0] += 1
     for fn in hooks:
         r = fn(g)
         if r is not None:
@@ -475,8 +484,31 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
         raise ValueError(f"backward: got {len(tensors)} tensors but {len(grad_tensors)} gradients")
     if retain_graph is None:
         retain_graph = create_graph
+    if len(tensors) == 1 and grad_tensors[0] is None and not create_graph and _seed_ok(tensors[0]):
+        t = tensors[0]
+        key = (t.device, t.data.dtype, t.data.shape)
+        seed = _seeds.get(key)
+        if seed is None:
+            seed = _seeds[key] = t._ones_like().data
+            _seed_ids.add(id(seed))
+        runs = _hook_runs[0]
+        try:
+            run_backward([(t, Tensor._make(seed, t.device))], retain_graph, False)
+        finally:
+            if _hook_runs[0] != runs:              # a hook may have written into it (or kept it)
+                _seed_ids.discard(id(_seeds.pop(key)))
+        return
     roots = [(t, _check_root(t, g, "backward")) for t, g in zip(tensors, grad_tensors)]
     run_backward(roots, retain_graph, create_graph)
+
+
+def _seed_ok(t):
+    """Whether backward() may seed ``t`` with its cached ones: a real one-element non-leaf on a GPU (the CPU
+    makes ones for free) whose node is one of the library's own (a user's Function's backward might write
+    into its gradient)."""
+    fn = t.__class__ is _function.Tensor and t.grad_fn
+    return bool(fn) and t.device.type == "cuda" and t.data.size == 1 and t.data.dtype.kind == "f" and \
+        type(fn).__module__.startswith("autograd_gpu.")
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
