@@ -203,7 +203,7 @@ class Tensor:
         _engine.backward((self,), None if grad is None else (grad,), retain_graph, create_graph)
 
     def requires_grad_(self, requires_grad=True):
-        if requires_grad and self.dtype.kind not in "fc" and self.dtype is not _dtypes.bfloat16:
+        if requires_grad and self.dtype.kind not in "fc":
             raise RuntimeError(f"requires_grad_: only floating-point tensors can require gradients, got {self.dtype}")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("requires_grad_(False) on a non-leaf tensor; use .detach() instead")
@@ -436,14 +436,14 @@ def _to_array(data, dtype, device, copy, default_float):
             host = _dtypes.host_asarray(data)
         except (ValueError, TypeError) as e:
             raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__}: {e}") from None
-        if host.dtype.kind not in "biufc" and host.dtype is not _dtypes.bfloat16:
+        if host.dtype.kind not in "biufc":
             raise TypeError(f"tensor: expected numbers, nested lists of numbers or arrays, got {type(data).__name__} "
                             f"(as an array of dtype {host.dtype})")
         if dtype is None and host.dtype.kind in "fc" and default_float and python_data:
             # Python floats take the default float dtype, Python complex numbers its complex twin
             dtype = _dtypes.get_default_dtype() if host.dtype.kind == "f" else _dtypes.get_default_complex_dtype()
         return backend.asarray(host, dtype=dtype), dev
-    if arr.dtype.kind not in "biufc" and arr.dtype is not _dtypes.bfloat16:
+    if arr.dtype.kind not in "biufc":
         raise TypeError(f"tensor: expected numbers, got {type(arr).__name__} of dtype {arr.dtype}")
     if src is not dev:
         return backend.asarray(arr, dtype=dtype, copy=True), dev

@@ -6,39 +6,11 @@ import numpy as np
 from .base import Backend
 from .kernels import NUMPY_MIXINS, TRACE_THROUGH
 from .cupy_backend import is_cupy_array
-from ._erf import erf as _erf_port
+from ._erf import erf as _erf
 from . import mkl_blas
-from . import threads
 
 
 _mkl = mkl_blas.matmul if mkl_blas.available() else None
-threads.apply_policy()       # BLAS threads: the CPUs free of other work (threads.py), after MKL is loaded
-
-
-def _scipy_erf():
-    """scipy.special.erf where SciPy is installed (5-7x the port's speed), else None; imported on the
-    first erf, not with the package (SciPy's import costs ~0.2 s)."""
-    try:
-        from scipy.special import erf
-    except ImportError:
-        return None
-    return erf
-
-
-_erf_impl = []               # [scipy's erf or None], filled on the first call
-
-
-def erf(x):
-    """Elementwise erf of a NumPy array: SciPy's where installed, else the fdlibm port (_erf.py); both
-    within 1 ulp. The result has x's float dtype (float64 for integers), as the port's."""
-    if not _erf_impl:
-        _erf_impl.append(_scipy_erf())
-    f = _erf_impl[0]
-    x = np.asarray(x)
-    if f is None or x.dtype.kind not in "biuf":
-        return _erf_port(x)
-    out = f(x) if x.dtype.kind == "f" else f(x.astype(np.float64))
-    return out.astype(x.dtype, copy=False) if x.dtype.kind == "f" else out
 
 
 def float_matmul(a, b, out=None):
@@ -105,7 +77,7 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
         np.add.at(out, index, values)
 
     def erf(self, x):
-        return erf(x)
+        return _erf(x)
 
     def matmul(self, a, b, out=None):
         """float_matmul (NumPy's, or MKL's where installed); float16 operands are multiplied in float32
