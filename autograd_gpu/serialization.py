@@ -273,9 +273,94 @@ def _load_from(f, name, relocate):
     if not head.startswith(b"PK"):
         raise ValueError(f"load: {name} is not an autograd_gpu file: expected a .npz (zip) archive written by "
                          f"ag.save, got a file starting with {head!r}")
-    with _Archive(f, name) as archive:
-        root = _read_manifest(archive, name)
-        return _Decoder(archive, name, relocate).decode(root, "obj")
+    stream_end = f.seek(0, os.SEEK_END)
+    end = _archive_end(f, start, stream_end)
+    # a stream may hold several saves one after another (torch.load's contract): read the one that starts
+    # here, through a window that ends with it (zipfile looks for the archive's directory from the end)
+    view = f if start == 0 and end == stream_end else _Window(f, start, end)
+    try:
+        with _Archive(view, name) as archive:
+            root = _read_manifest(archive, name)
+            return _Decoder(archive, name, relocate).decode(root, "obj")
+    finally:
+        f.seek(end)                    # after this object: the next load reads the next one
+
+
+_LOCAL, _CENTRAL, _END = b"PK\x03\x04", b"PK\x01\x02", b"PK\x05\x06"
+_END64, _LOCATOR64 = b"PK\x06\x06", b"PK\x06\x07"
+
+
+def _archive_end(f, start, stream_end):
+    """Where the zip archive that starts at ``start`` ends: its records walked in order (members, central
+    directory, end record). ``stream_end`` when the walk cannot tell (a member whose size follows its data,
+    bytes that are no zip record): the whole rest of the stream is the archive then, as zipfile reads it."""
+    pos = start
+    while pos + 4 <= stream_end:
+        f.seek(pos)
+        head = f.read(46)
+        sig = head[:4]
+        if sig == _LOCAL and len(head) >= 30:
+            flags, size, n, m = int.from_bytes(head[6:8], "little"), int.from_bytes(head[18:22], "little"), \
+                int.from_bytes(head[26:28], "little"), int.from_bytes(head[28:30], "little")
+            if flags & 8:              # the sizes follow the data: the walk cannot skip it
+                return stream_end
+            if size == 0xFFFFFFFF:     # ZIP64: the size is in the extra field (NumPy's savez writes these)
+                f.seek(pos + 30 + n)
+                size = _zip64_compressed_size(f.read(m), int.from_bytes(head[22:26], "little") == 0xFFFFFFFF)
+                if size is None:
+                    return stream_end
+            pos += 30 + n + m + size
+        elif sig == _CENTRAL and len(head) == 46:
+            pos += 46 + sum(int.from_bytes(head[i:i + 2], "little") for i in (28, 30, 32))
+        elif sig == _END64 and len(head) >= 12:
+            pos += 12 + int.from_bytes(head[4:12], "little")
+        elif sig == _LOCATOR64:
+            pos += 20
+        elif sig == _END and len(head) >= 22:
+            return min(pos + 22 + int.from_bytes(head[20:22], "little"), stream_end)
+        else:
+            return stream_end
+    return stream_end
+
+
+def _zip64_compressed_size(extra, has_file_size):
+    """The compressed size in a local header's ZIP64 extra field (after the uncompressed size when that
+    is there too), or None."""
+    while len(extra) >= 4:
+        tag, n = int.from_bytes(extra[:2], "little"), int.from_bytes(extra[2:4], "little")
+        if tag == 1:
+            at = 4 + (8 if has_file_size else 0)
+            return int.from_bytes(extra[at:at + 8], "little") if n >= at + 4 and len(extra) >= at + 8 else None
+        extra = extra[4 + n:]
+    return None
+
+
+class _Window:
+    """Bytes [start, end) of a seekable binary file, as a file of their own (what zipfile reads)."""
+
+    def __init__(self, f, start, end):
+        self.f, self.start, self.end, self.pos = f, start, end, 0
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self.pos
+
+    def seek(self, offset, whence=os.SEEK_SET):
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self.pos, os.SEEK_END: self.end - self.start}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self.pos = base + offset
+        return self.pos
+
+    def read(self, n=-1):
+        left = max(0, self.end - self.start - self.pos)
+        n = left if n is None or n < 0 else min(n, left)
+        self.f.seek(self.start + self.pos)
+        data = self.f.read(n)
+        self.pos += len(data)
+        return data
 
 
 def _name(path):
