@@ -19,7 +19,8 @@ from .tensor import Tensor
 
 __all__ = ["draw_graph", "to_dot"]
 
-_INSTALL_HINT = 'draw_graph needs matplotlib; install it with pip install "autograd-gpu[examples]"'
+_INSTALL_HINT = ('draw_graph needs matplotlib; install it with pip install matplotlib (or pip install -e ".[examples]" in '
+                 'a checkout of autograd_gpu)')
 _FONT = 9.0                     # points, before the figure is scaled down to fit
 _CHAR_W = 0.61 * _FONT          # DejaVu Sans Mono advance width
 _LINE_H = 1.3 * _FONT

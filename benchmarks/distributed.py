@@ -116,7 +116,7 @@ def _job(n, kind, scale):
 def run(scale, log):
     """{"allreduce": [rows], "training": {...}} measured in MPI jobs of 2 ranks (and 1 for training)."""
     if not available():
-        log('  distributed: skipped (needs mpi4py and mpiexec: pip install "autograd-gpu[distributed]")')
+        log('  distributed: skipped (needs mpi4py and mpiexec: pip install -e ".[distributed]")')
         return None
     allreduce = _job(2, "allreduce", scale)
     for r in allreduce:

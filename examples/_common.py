@@ -31,7 +31,7 @@ def parse_args(p, argv=None):
 
 
 def progress(iterable, total=None, desc=""):
-    """tqdm's progress bar when it is installed (pip install "autograd-gpu[examples]"), else a plain loop."""
+    """tqdm's progress bar when it is installed (pip install tqdm, or pip install -e ".[examples]"), else a plain loop."""
     try:
         from tqdm import tqdm
     except ImportError:
@@ -60,7 +60,7 @@ def _pyplot():
         import matplotlib.pyplot as plt
         return plt
     except ImportError:
-        print('matplotlib is not installed: no plot (pip install "autograd-gpu[examples]")')
+        print('matplotlib is not installed: no plot (pip install matplotlib, or pip install -e ".[examples]")')
         return None
 
 

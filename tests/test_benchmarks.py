@@ -29,7 +29,7 @@ def test_benchmarks_tiny_run_writes_json_table_and_plots(tmp_path):
 def test_distributed_benchmarks_tiny_run(tmp_path):
     from benchmarks import distributed
     if not distributed.available():
-        pytest.skip('needs mpi4py and mpiexec: pip install "autograd-gpu[distributed]"')
+        pytest.skip('needs mpi4py and mpiexec: pip install -e ".[distributed]"')
     results = main(["--tiny", "--only", "distributed", "--out", str(tmp_path)])
     d = results["distributed"]
     assert d["allreduce"] and all(r["ours_us"] > 0 and r["mpi4py_us"] > 0 for r in d["allreduce"])

@@ -1,7 +1,7 @@
 """ag.distributed in real MPI jobs: pytest starts ``mpiexec -n N python tests/distributed_worker.py
 CHECK ...`` (bounded by a timeout) and reads rank 0's JSON verdict on each check. Few jobs, each
 running many checks, keep this quick on two cores. Skipped where mpi4py or mpiexec is missing
-(pip install "autograd-gpu[distributed]")."""
+(pip install -e ".[distributed]")."""
 import importlib.util
 import json
 import os
@@ -27,7 +27,7 @@ def find_mpiexec():
 
 MPIEXEC = find_mpiexec()
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or MPIEXEC is None,
-                                reason='needs mpi4py and mpiexec: pip install "autograd-gpu[distributed]"')
+                                reason='needs mpi4py and mpiexec: pip install -e ".[distributed]"')
 
 CPU_CHECKS = ["collectives", "mismatches_refused_on_every_rank", "ddp_equals_single_process",
               "ddp_broadcasts_buffers_at_every_forward",

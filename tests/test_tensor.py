@@ -152,7 +152,7 @@ def test_asking_for_cuda_without_it_raises_with_install_hint():
     msg = str(err.value)
     assert "CUDA was requested" in msg
     if cupy_backend._import_cupy() is None:
-        assert "CuPy is not installed" in msg and 'pip install "autograd-gpu[cuda12]"' in msg
+        assert "CuPy is not installed" in msg and 'pip install -e ".[cuda12]"' in msg and "cupy-cuda12x" in msg
     assert not ag.cuda.is_available() and ag.cuda.device_count() == 0
 
 

@@ -7,8 +7,8 @@ from . import sync as _sync
 from .base import Backend
 from .kernels import CUPY_MIXINS, TRACE_THROUGH, TRACE_AS
 
-_INSTALL_HINT = ('install it with pip install "autograd-gpu[cuda12]" (CUDA 12) '
-                 'or pip install "autograd-gpu[cuda13]" (CUDA 13)')
+_INSTALL_HINT = ('install it with pip install -e ".[cuda12]" in a checkout of autograd_gpu (CUDA 12; ".[cuda13]" '
+                 'for CUDA 13), or pip install cupy-cuda12x (cupy-cuda13x)')
 _cupy = None
 _cupyx = None
 _import_error = None

@@ -3,7 +3,7 @@ datatypes, no pickling. Every buffer is a contiguous 1-D array; the callers (col
 flatten, stage and check. Reductions take "sum", "max" or "min" (averaging is a sum then a division,
 done by the caller)."""
 
-_INSTALL = 'pip install "autograd-gpu[distributed]"'
+_INSTALL = 'pip install -e ".[distributed]" in a checkout of autograd_gpu (or pip install mpi4py mpich)'
 
 
 def import_mpi():
