@@ -9,6 +9,7 @@ from .creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, 
                        rand_like, randn_like, manual_seed)
 from .autograd import Function, no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 from . import autograd, backends, cuda
+from .backends.threads import set_num_threads, get_num_threads
 from . import ops
 from .ops import registry as _registry
 _registry.export("", globals())     # every op: ag.exp, ag.add, ag.sum, ... (each registered beside its def)
@@ -20,4 +21,4 @@ from . import distributed     # cheap: mpi4py is imported by init_process_group(
 from .serialization import save, load
 from .compile import compile   # the function; the package stays importable as autograd_gpu.compile.*
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
