@@ -7,8 +7,11 @@ backward runs the block again with recording on and backpropagates through that 
 random generators of the devices involved are snapshot before the first run and restored around the
 recomputation, so dropout masks and other draws come out the same both times.
 """
+import threading
+import types
+
 from ..autograd.function import Function
-from ..autograd.engine import grad as _grad
+from ..autograd.engine import backward as _backward, current_backward, grad as _grad
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..backends import get_backend
 from ..device import device as _device, get_default_device
@@ -16,6 +19,10 @@ from ..tensor import Tensor
 from ..ops import batching
 
 __all__ = ["checkpoint"]
+
+# for each checkpoint's backward now differentiating its recomputation in this thread: whether the
+# backward() that runs it writes .grad (a checkpoint nested inside runs under that grad() call)
+_writing = threading.local()
 
 
 def _backends(tensors):
@@ -68,8 +75,24 @@ class _Checkpoint(Function):
         outs = out if isinstance(out, tuple) else (out,)
         pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
         wrt = [r for r in inputs if r is not None]
-        gs = iter(_grad([o for o, _ in pairs], wrt, [g for _, g in pairs], create_graph=create, allow_unused=True)
-                  if pairs and wrt else [None] * len(wrt))
+        stack = getattr(_writing, "stack", None) or []
+        run = current_backward()
+        writes = stack[-1] if stack else run is not None and run.writes_grad
+        # leaves the block reached that are not the node's inputs (a parameter used through a global, or
+        # found by no introspection): their gradients are accumulated here, as PyTorch's checkpoint does
+        missed = _missed_leaves([o for o, _ in pairs], wrt) if writes and pairs else []
+        got = [None] * len(wrt)
+        if pairs and (wrt or missed):
+            _writing.stack = stack + [writes]
+            try:
+                got = _grad([o for o, _ in pairs], wrt + missed, [g for _, g in pairs], create_graph=create,
+                            allow_unused=True)
+            finally:
+                _writing.stack = stack
+            for leaf, g in zip(missed, got[len(wrt):]):
+                if g is not None:
+                    _backward([leaf], [g], create_graph=create)
+        gs = iter(got[:len(wrt)])
         result = [None]
         for a in ctx.args:
             if a is None:
@@ -78,6 +101,34 @@ class _Checkpoint(Function):
             else:
                 result.append(None)
         return tuple(result)
+
+
+def _missed_leaves(outs, wrt):
+    """The leaves requiring grad that the recomputed graph of ``outs`` reaches without going through
+    ``wrt`` (the node's own inputs, whose gradients it returns)."""
+    stop = {id(t) if t.grad_fn is None else (id(t.grad_fn), t._output_nr) for t in wrt}
+    found, seen = {}, set()
+    todo = [o.grad_fn for o in outs if o.grad_fn is not None and (id(o.grad_fn), o._output_nr) not in stop]
+    todo += [o for o in outs if o.grad_fn is None and o.requires_grad and id(o) not in stop]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, Tensor):
+            found.setdefault(id(node), node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for e in node._next:
+            if e is None:
+                continue
+            if isinstance(e, Tensor):
+                if e.requires_grad and id(e) not in stop:
+                    todo.append(e)
+                continue
+            n, k = e if isinstance(e, tuple) else (e, 0)
+            if (id(n), k) not in stop:
+                todo.append(n)
+    return list(found.values())
 
 
 class _replayed:
@@ -115,6 +166,14 @@ def _closed_over(function):
         elif isinstance(obj, (list, tuple, dict)) and depth < 3:
             for o in (obj.values() if isinstance(obj, dict) else obj):
                 visit(o, depth + 1)
+        elif isinstance(obj, types.MethodType) and depth < 3:
+            visit(obj.__self__, depth + 1)
+        elif isinstance(obj, types.FunctionType) and depth < 3:   # a function it calls: a nested block
+            for cell in obj.__closure__ or ():
+                try:
+                    visit(cell.cell_contents, depth + 1)
+                except ValueError:                     # a cell not filled yet
+                    pass
 
     visit(function)
     visit(getattr(function, "__self__", None))
@@ -134,9 +193,12 @@ def checkpoint(function, *args, preserve_rng_state=True, **kwargs):
     replay the same numbers (``preserve_rng_state=False`` skips saving the generators). Non-tensor
     arguments, several outputs (a tuple), inputs that need no gradient and nested checkpoints work;
     backward(create_graph=True) differentiates through the recomputation. Parameters the function uses
-    without taking them as arguments get their gradients when the function is a Module, a bound method of
-    one, or a closure (or functools.partial) over Tensors or Modules; pass any other such tensor as an
-    argument. Tensors passed as keyword arguments are treated as constants."""
+    without taking them as arguments are inputs of the node when the function is a Module, a bound method
+    of one, or a closure (or functools.partial) over Tensors, Modules or functions that close over them (a
+    nested checkpoint's block); any other leaf the block reaches (a parameter used through a global) gets
+    its gradient accumulated into .grad during backward(), as PyTorch's checkpoint does, but autograd.grad
+    cannot ask for it: pass such a tensor as an argument. Tensors passed as keyword arguments are treated
+    as constants."""
     if not callable(function):
         raise TypeError(f"checkpoint: expected a function, got {type(function).__name__}")
     if not is_grad_enabled():
