@@ -60,6 +60,9 @@ def _conv_operands(op, input, weight, bias, nd):
     if w.ndim != nd + 2:
         raise ValueError(f"{op}: expected a {nd + 2}-D weight (out_channels, in_channels / groups, "
                          f"{'k' if nd == 1 else 'kh, kw'}), got shape {w.shape}")
+    if 0 in w.shape[2:]:                # no taps: the sum over the kernel would be 0 (NumPy's empty sum), silently
+        raise ValueError(f"{op}: expected a kernel of at least {'x'.join(['1'] * nd)}, got a weight of shape "
+                         f"{w.shape} whose kernel is {'x'.join(map(str, w.shape[2:]))}")
     if b is not None and b.shape != (w.shape[0],):
         raise ValueError(f"{op}: expected a bias of shape ({w.shape[0]},), got {b.shape}")
     if x.dtype != w.dtype or (b is not None and b.dtype != w.dtype):
