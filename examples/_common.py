@@ -1,5 +1,6 @@
 """Shared by the examples: command-line options, a progress bar, and the plots they save."""
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -9,11 +10,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 import autograd_gpu as ag  # noqa: E402
 
 
+OUTPUTS = "outputs"    # where the plots go by default: a folder of their own, ignored by git (.gitignore)
+
+
 def parser(description, out):
+    out = os.path.join(OUTPUTS, out)
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=out, help=f"where to save the plot (default: {out})")
+    p.add_argument("--out", default=out, help=f"where to save the plot (default: {out}; its folder is made)")
     p.add_argument("--smoke", action="store_true", help="a few steps only, to check that everything runs")
     return p
 
@@ -27,7 +32,26 @@ def parse_args(p, argv=None):
     except (ValueError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    if getattr(args, "out", None):
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     return args
+
+
+def open_mnist(args):
+    """MNIST's (train, test) from args.root (downloaded there with args.download). Missing files without
+    --download, an unreachable mirror or a damaged file end the script with one line, not a traceback."""
+    raw = os.path.join(args.root, "MNIST", "raw")
+    missing = [name for name, _ in ag.data.datasets.MNIST.resources
+               if not any(os.path.exists(os.path.join(raw, n)) for n in (name, name[:-len(".gz")]))]
+    if missing and not args.download:
+        print(f"error: MNIST is not in {raw} ({len(missing)} of its 4 files missing): run again with --download "
+              f"to fetch it (11 MB; --root sets where), or copy {', '.join(missing)} there", file=sys.stderr)
+        sys.exit(2)
+    try:
+        return tuple(ag.data.datasets.MNIST(args.root, train=t, download=args.download) for t in (True, False))
+    except (RuntimeError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 def progress(iterable, total=None, desc=""):
@@ -108,4 +132,4 @@ def accuracy(logits, y):
     return float((logits.argmax(dim=1) == y).float().mean().item())
 
 
-__all__ = ["ag", "parser", "parse_args", "progress", "set_postfix", "Timer", "save_curves", "save_decision_boundary", "accuracy"]
+__all__ = ["ag", "parser", "parse_args", "open_mnist", "progress", "set_postfix", "Timer", "save_curves", "save_decision_boundary", "accuracy"]

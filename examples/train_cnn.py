@@ -3,7 +3,7 @@
 
     python examples/train_cnn.py [--device cuda] [--dataset mnist --download --root data]
 """
-from _common import ag, parser, parse_args, progress, set_postfix, Timer, save_curves, accuracy
+from _common import ag, open_mnist, parser, parse_args, progress, set_postfix, Timer, save_curves, accuracy
 from autograd_gpu import nn, optim
 from autograd_gpu.data import TensorDataset, DataLoader
 import autograd_gpu.nn.functional as F
@@ -14,8 +14,7 @@ def load(args):
         xtr, ytr = ag.data.datasets.load_digits(device=args.device, split="train", flatten=False)
         xte, yte = ag.data.datasets.load_digits(device=args.device, split="test", flatten=False)
         return xtr.unsqueeze(1), ytr, xte.unsqueeze(1), yte
-    train = ag.data.datasets.MNIST(args.root, train=True, download=args.download)
-    test = ag.data.datasets.MNIST(args.root, train=False, download=args.download)
+    train, test = open_mnist(args)
 
     def images(ds):
         return (ds.data.unsqueeze(1).float() / 255.0).to(args.device), ds.targets.to(args.device)
