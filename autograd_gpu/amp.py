@@ -54,10 +54,12 @@ class autocast:
 
 
 def is_autocast_enabled(device_type="cuda"):
+    """True inside an enabled ``autocast`` block for ``device_type``."""
     return any(d == device_type for d, _ in _state.active)
 
 
 def get_autocast_dtype(device_type="cuda"):
+    """The lower-precision dtype of the innermost active ``autocast`` for ``device_type``."""
     for d, dt in reversed(_state.active):
         if d == device_type:
             return dt
@@ -89,9 +91,11 @@ class GradScaler:
         self._per_optimizer = {}           # id(optimizer) -> {"unscaled": bool, "found_inf": bool}
 
     def get_scale(self):
+        """The current loss scale (1.0 when the scaler is disabled)."""
         return self._scale if self.enabled else 1.0
 
     def is_enabled(self):
+        """Whether this scaler scales (False when built with ``enabled=False``)."""
         return self.enabled
 
     def scale(self, outputs):
@@ -164,10 +168,12 @@ class GradScaler:
         self._per_optimizer = {}
 
     def state_dict(self):
+        """The scale and its growth settings, to save with a checkpoint (empty when disabled)."""
         return {"scale": self._scale, "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
                 "growth_interval": self.growth_interval, "_growth_tracker": self._growth_tracker} if self.enabled else {}
 
     def load_state_dict(self, state):
+        """Restore what ``state_dict`` returned; a missing key raises KeyError naming it."""
         if not self.enabled:
             return
         missing = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"} - set(state)

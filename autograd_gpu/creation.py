@@ -12,7 +12,14 @@ __all__ = ["tensor", "as_tensor", "zeros", "ones", "full", "empty", "arange", "l
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new tensor (always a copy) from a number, nested list, NumPy/CuPy array or Tensor.
-    Python floats become the default float dtype; arrays keep theirs."""
+    Python floats become the default float dtype; arrays keep theirs.
+
+    >>> x = ag.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    >>> print(x.dtype, x.shape)
+    float32 (2, 2)
+    >>> print(ag.tensor([1, 2, 3]).dtype)
+    int64
+    """
     return Tensor(data, requires_grad=requires_grad, device=device, dtype=dtype)
 
 
@@ -72,22 +79,49 @@ def _out(arr, dev, requires_grad):
 
 
 def zeros(*shape, dtype=None, device=None, requires_grad=False):
+    """A tensor of zeros of ``shape`` (ints, or one tuple), in the default float dtype unless ``dtype`` is given.
+
+    >>> ag.zeros(2, 3)
+    Tensor([[0., 0., 0.],
+            [0., 0., 0.]])
+    >>> ag.zeros((2,), dtype=ag.int64)
+    Tensor([0, 0])
+    """
     shape, dt, dev, b = _setup(shape, dtype, device, "zeros")
     return _out(b.call(b.xp.zeros, shape, dtype=dt), dev, requires_grad)
 
 
 def ones(*shape, dtype=None, device=None, requires_grad=False):
+    """A tensor of ones of ``shape`` (ints, or one tuple), in the default float dtype unless ``dtype`` is given.
+
+    >>> b = ag.ones(3, requires_grad=True)
+    >>> b
+    Tensor([1., 1., 1.], requires_grad=True)
+    >>> (b * 2).sum().backward(); b.grad
+    Tensor([2., 2., 2.])
+    """
     shape, dt, dev, b = _setup(shape, dtype, device, "ones")
     return _out(b.call(b.xp.ones, shape, dtype=dt), dev, requires_grad)
 
 
 def empty(*shape, dtype=None, device=None, requires_grad=False):
+    """An uninitialised tensor of ``shape``: its values are whatever the memory held (fill it before reading).
+
+    >>> ag.empty(2, 4).shape
+    (2, 4)
+    """
     shape, dt, dev, b = _setup(shape, dtype, device, "empty")
     return _out(b.call(b.xp.empty, shape, dtype=dt), dev, requires_grad)
 
 
 def full(shape, fill_value, *, dtype=None, device=None, requires_grad=False):
-    """A tensor of ``shape`` filled with ``fill_value`` (its dtype follows the value unless given)."""
+    """A tensor of ``shape`` filled with ``fill_value`` (its dtype follows the value unless given).
+
+    >>> ag.full((2,), 7)
+    Tensor([7, 7])
+    >>> print(ag.full(2, 0.5, dtype=ag.float64).dtype)
+    float64
+    """
     if isinstance(shape, int):
         shape = (shape,)
     _number_arg(fill_value, "full", "fill_value")
@@ -99,7 +133,13 @@ def full(shape, fill_value, *, dtype=None, device=None, requires_grad=False):
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     """Values from start (0 if only one bound is given) up to but excluding end, step apart; int64
-    when all bounds are ints, else the default float dtype."""
+    when all bounds are ints, else the default float dtype.
+
+    >>> ag.arange(3)
+    Tensor([0, 1, 2])
+    >>> ag.arange(0, 1, 0.25)
+    Tensor([0.  , 0.25, 0.5 , 0.75])
+    """
     if end is None:
         start, end = 0, start
     for v in (start, end, step):
@@ -113,7 +153,11 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
-    """``steps`` evenly spaced values from start to end, both included."""
+    """``steps`` evenly spaced values from start to end, both included.
+
+    >>> ag.linspace(0, 1, 5)
+    Tensor([0.  , 0.25, 0.5 , 0.75, 1.  ])
+    """
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
     _, dt, dev, b = _setup((), dtype, device, "linspace")
@@ -121,6 +165,14 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    """The ``n`` x ``m`` identity matrix (square when ``m`` is None): ones on the diagonal, zeros elsewhere.
+
+    >>> ag.eye(2)
+    Tensor([[1., 0.],
+            [0., 1.]])
+    >>> ag.eye(2, 3).shape
+    (2, 3)
+    """
     _, dt, dev, b = _setup((n, n if m is None else m), dtype, device, "eye")
     return _out(b.call(b.xp.eye, n, m, dtype=dt), dev, requires_grad)
 
@@ -140,7 +192,13 @@ def rand(*shape, dtype=None, device=None, requires_grad=False):
 
 
 def randn(*shape, dtype=None, device=None, requires_grad=False):
-    """Standard normal samples (for a complex dtype: E|z|^2 = 1, each part of variance 1/2, as in PyTorch)."""
+    """Standard normal samples (for a complex dtype: E|z|^2 = 1, each part of variance 1/2, as in PyTorch).
+
+    >>> _ = ag.manual_seed(0)
+    >>> w = ag.randn(3, 4, requires_grad=True)
+    >>> print(w.shape, w.dtype, w.requires_grad)
+    (3, 4) float32 True
+    """
     shape, dt, dev, b = _setup(shape, dtype, device, "randn")
     if dt.kind == "c":
         return _out(_complex_samples(b.randn, shape, dt, b, 0.5 ** 0.5), dev, requires_grad)
@@ -164,31 +222,50 @@ def _like(x, dtype, device, op):
 
 
 def zeros_like(x, *, dtype=None, device=None, requires_grad=False):
+    """Zeros with ``x``'s shape, dtype and device (each overridable); never part of ``x``'s graph.
+
+    >>> ag.zeros_like(ag.tensor([[1, 2], [3, 4]]))
+    Tensor([[0, 0],
+            [0, 0]])
+    """
     s, d, v = _like(x, dtype, device, "zeros_like")
     return zeros(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def ones_like(x, *, dtype=None, device=None, requires_grad=False):
+    """Ones with ``x``'s shape, dtype and device (each overridable).
+
+    >>> ag.ones_like(ag.tensor([0.5, 2.0]))
+    Tensor([1., 1.])
+    """
     s, d, v = _like(x, dtype, device, "ones_like")
     return ones(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def empty_like(x, *, dtype=None, device=None, requires_grad=False):
+    """An uninitialised tensor with ``x``'s shape, dtype and device (each overridable)."""
     s, d, v = _like(x, dtype, device, "empty_like")
     return empty(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """``fill_value`` everywhere, with ``x``'s shape, dtype and device (each overridable).
+
+    >>> ag.full_like(ag.zeros(2), 7.5)
+    Tensor([7.5, 7.5])
+    """
     s, d, v = _like(x, dtype, device, "full_like")
     return full(s, fill_value, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def rand_like(x, *, dtype=None, device=None, requires_grad=False):
+    """Uniform samples in [0, 1) with ``x``'s shape, dtype and device (each overridable); as ``rand``."""
     s, d, v = _like(x, dtype, device, "rand_like")
     return rand(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def randn_like(x, *, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples with ``x``'s shape, dtype and device (each overridable); as ``randn``."""
     s, d, v = _like(x, dtype, device, "randn_like")
     return randn(s, dtype=d, device=v, requires_grad=requires_grad)
 

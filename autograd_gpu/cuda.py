@@ -12,6 +12,7 @@ def is_available():
 
 
 def device_count():
+    """The number of GPUs CuPy sees (0 without CuPy or a GPU)."""
     return _cb.device_count()
 
 

@@ -126,4 +126,5 @@ def set_default_device(d):
 
 
 def get_default_device():
+    """The device factories and ``ag.tensor`` use when none is given (``cpu`` unless changed)."""
     return _default[0]

@@ -28,6 +28,11 @@ def set_default_dtype(d):
 
 
 def get_default_dtype():
+    """The float dtype factories and Python floats get (float32 unless changed with ``set_default_dtype``).
+
+    >>> print(ag.get_default_dtype())
+    float32
+    """
     return _default_float[0]
 
 

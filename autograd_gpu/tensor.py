@@ -151,24 +151,44 @@ class Tensor:
     # -- metadata ----------------------------------------------------------------------------
     @property
     def shape(self):
+        """The tensor's shape, a tuple of ints (as NumPy's).
+
+        >>> ag.zeros(2, 3).shape
+        (2, 3)
+        """
         return self.data.shape
 
     @property
     def ndim(self):
+        """The number of dimensions (``len(shape)``)."""
         return self.data.ndim
 
     @property
     def dtype(self):
+        """The element type, a NumPy dtype (``ag.float32`` is ``numpy.dtype('float32')``).
+
+        >>> print(ag.tensor([1.5]).dtype)
+        float32
+        """
         return self.data.dtype
 
     @property
     def size(self):
+        """The element count as NumPy's ``size`` attribute, and callable as PyTorch's: ``x.size()`` is the
+        shape, ``x.size(dim)`` one entry of it.
+
+        >>> x = ag.zeros(2, 3)
+        >>> x.size == 6, x.size(), x.size(1)
+        (True, (2, 3), 3)
+        """
         return _Size(self.data.shape)
 
     def numel(self):
+        """The number of elements (the product of the shape)."""
         return self.data.size
 
     def dim(self):
+        """The number of dimensions, as ``ndim``."""
         return self.data.ndim
 
     def __len__(self):
@@ -178,18 +198,22 @@ class Tensor:
 
     @property
     def is_leaf(self):
+        """True when no recorded op produced this tensor (created by the user, or cut off by ``detach``)."""
         return self.grad_fn is None
 
     @property
     def is_cuda(self):
+        """True when the tensor lives on a GPU."""
         return self.device.type == "cuda"
 
     @property
     def T(self):
+        """The tensor with all its dimensions reversed (the transpose of a matrix)."""
         return self.permute(*range(self.ndim - 1, -1, -1))
 
     @property
     def mT(self):
+        """The last two dimensions swapped: the transpose of each matrix in a batch."""
         return self.swapaxes(-1, -2)
 
     @property
@@ -203,6 +227,13 @@ class Tensor:
         _engine.backward((self,), None if grad is None else (grad,), retain_graph, create_graph)
 
     def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` in place and return the tensor; only floating-point (and complex) tensors
+        can require gradients, and only leaves can stop requiring them.
+
+        >>> w = ag.zeros(2).requires_grad_()
+        >>> w.requires_grad, w.is_leaf
+        (True, True)
+        """
         if requires_grad and self.dtype.kind not in "fc":
             raise RuntimeError(f"requires_grad_: only floating-point tensors can require gradients, got {self.dtype}")
         if not requires_grad and self.grad_fn is not None:
@@ -217,6 +248,7 @@ class Tensor:
         return t
 
     def detach_(self):
+        """Cut this tensor from the graph in place: it becomes a leaf that does not require grad."""
         self.grad_fn = None
         self.requires_grad = False
         return self
@@ -233,6 +265,7 @@ class Tensor:
 
     @property
     def retains_grad(self):
+        """True when ``retain_grad()`` was called on this non-leaf, so backward keeps its ``.grad``."""
         return self.grad_fn is not None and self.grad_fn._hooks is not None and any(
             isinstance(h, _RetainGrad) for h in self.grad_fn._hooks.get(self._output_nr, ()))
 
@@ -283,11 +316,21 @@ class Tensor:
         return self.device.backend.to_host(self.data)
 
     def item(self):
+        """The value of a one-element tensor as a Python number (waits for the GPU).
+
+        >>> ag.tensor([[2.5]]).item()
+        2.5
+        """
         if self.data.size != 1:
             raise ValueError(f"item: only one-element tensors can be converted to a Python number, got shape {self.shape}")
         return self.device.backend.item(self.data)
 
     def tolist(self):
+        """The values as nested Python lists (numbers for a 0-d tensor), copied to the host.
+
+        >>> ag.arange(4).reshape(2, 2).tolist()
+        [[0, 1], [2, 3]]
+        """
         return self.numpy().tolist()
 
     def __array__(self, dtype=None, copy=None):
@@ -302,33 +345,43 @@ class Tensor:
         return self.data.__dlpack_device__()
 
     def cpu(self):
+        """This tensor on the CPU (itself when it is there already)."""
         return self.to("cpu")
 
     def cuda(self, device=None):
+        """This tensor on a GPU: ``device`` None is the current one, an int or ``"cuda:N"`` names it."""
         return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
     def float(self):
+        """This tensor as float32 (``to(ag.float32)``; recorded in the graph)."""
         return self.to(dtype=_dtypes.float32)
 
     def double(self):
+        """This tensor as float64."""
         return self.to(dtype=_dtypes.float64)
 
     def half(self):
+        """This tensor as float16."""
         return self.to(dtype=_dtypes.float16)
 
     def long(self):
+        """This tensor as int64."""
         return self.to(dtype=_dtypes.int64)
 
     def int(self):
+        """This tensor as int32."""
         return self.to(dtype=_dtypes.int32)
 
     def bool(self):
+        """This tensor as bool (nonzero is True)."""
         return self.to(dtype=_dtypes.bool_)
 
     def type(self, dtype=None):
+        """The dtype's name when ``dtype`` is None, else this tensor cast to ``dtype``."""
         return str(self.dtype) if dtype is None else self.to(dtype=dtype)
 
     def is_complex(self):
+        """True for complex64/complex128 tensors."""
         return self.data.dtype.kind == "c"
 
     def _copy(self):

@@ -44,6 +44,7 @@ class detect_anomaly:
 
 
 def is_anomaly_enabled():
+    """True inside ``detect_anomaly()``."""
     return state.anomaly
 
 

@@ -65,10 +65,16 @@ class Function:
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
+        """Compute the outputs from the inputs with array maths on ``ctx.xp``; save what backward needs on
+        ``ctx``. Subclasses define it as a staticmethod.
+        """
         raise NotImplementedError("subclasses of Function must define forward(ctx, ...)")
 
     @staticmethod
     def backward(ctx, *grads):
+        """Given the gradient of each output, return the gradient of each input of ``forward`` (None for
+        those that need none), using Tensor ops so higher derivatives work.
+        """
         raise NotImplementedError(f"{type(ctx).__name__} defines no backward(ctx, *grads); a Function used "
                                   "in a graph that is differentiated must define one")
 
@@ -96,10 +102,12 @@ class Function:
         return not state.enabled and not _vmap and self.device.backend.context is None
 
     def save_for_backward(self, *tensors):
+        """Keep these tensors for ``backward``; an in-place change to one of them before backward is an error."""
         self._saved = tensors
 
     @property
     def saved_tensors(self):
+        """The tensors passed to ``save_for_backward``, checked against in-place changes since."""
         if self._freed:
             raise RuntimeError(
                 f"{type(self).__name__}: backward through a graph that was already freed (its saved "

@@ -15,6 +15,12 @@ state = _State()
 
 
 def is_grad_enabled():
+    """True unless gradient recording is off in this thread (``no_grad``, ``set_grad_enabled(False)``).
+
+    >>> with ag.no_grad():
+    ...     ag.is_grad_enabled()
+    False
+    """
     return state.enabled
 
 
@@ -65,7 +71,14 @@ class _GradModeContext:
 
 
 class no_grad(_GradModeContext):
-    """Turn graph recording off (in this thread only)."""
+    """Turn graph recording off (in this thread only).
+
+    >>> w = ag.ones(2, requires_grad=True)
+    >>> with ag.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
 
     def __init__(self):
         super().__init__(False)

@@ -55,6 +55,7 @@ def backend_of_array(a):
 
 
 def is_array(a):
+    """True for a NumPy or CuPy array."""
     return backend_of_array(a) is not None
 
 

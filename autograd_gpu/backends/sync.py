@@ -29,6 +29,7 @@ def set_sync_debug_mode(mode):
 
 
 def get_sync_debug_mode():
+    """The current sync debug mode: ``"default"``, ``"warn"`` or ``"error"``."""
     return MODES[_mode[0]]
 
 

@@ -72,6 +72,7 @@ def group():
 
 
 def is_initialized():
+    """True between ``init_process_group`` and ``destroy_process_group``."""
     return _group is not None
 
 
@@ -81,6 +82,7 @@ def get_rank():
 
 
 def get_world_size():
+    """The number of ranks in the default process group."""
     return group().size
 
 

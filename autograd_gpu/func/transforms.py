@@ -135,7 +135,15 @@ def _value_and_grad(f, args, argnums, has_aux, name):
 
 def grad(f, argnums=0, has_aux=False):
     """The function computing d f / d args[argnums] (f returns one element). With has_aux=True, f
-    returns (output, aux) and the result is (grad, aux). A tuple argnums gives a tuple of gradients."""
+    returns (output, aux) and the result is (grad, aux). A tuple argnums gives a tuple of gradients.
+
+    >>> from autograd_gpu.func import grad
+    >>> f = lambda x: (x ** 3).sum()
+    >>> grad(f)(ag.tensor([1.0, 2.0]))
+    Tensor([ 3., 12.])
+    >>> grad(grad(lambda x: x ** 3))(ag.tensor(2.0))        # d2/dx2 x^3 = 6x
+    Tensor(12.)
+    """
     def grad_f(*args):
         _, g, aux = _value_and_grad(f, args, argnums, has_aux, "grad")
         return (g, aux) if has_aux else g

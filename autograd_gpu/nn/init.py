@@ -108,10 +108,12 @@ def constant_(tensor, val):
 
 
 def ones_(tensor):
+    """Fill ``tensor`` with ones in place (no gradient recorded); returns it."""
     return constant_(tensor, 1.0)
 
 
 def zeros_(tensor):
+    """Fill ``tensor`` with zeros in place (no gradient recorded); returns it."""
     return constant_(tensor, 0.0)
 
 

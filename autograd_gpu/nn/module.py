@@ -68,6 +68,9 @@ class Module:
         d["_modules"] = OrderedDict()
 
     def forward(self, *args, **kwargs):
+        """The computation the module performs; every layer defines it. Call the module (``m(x)``),
+        not ``forward``, so forward hooks run.
+        """
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
@@ -210,10 +213,12 @@ class Module:
                 yield from m.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
 
     def modules(self):
+        """Every module in the tree, this one first (depth-first; each module once)."""
         for _, m in self.named_modules():
             yield m
 
     def named_children(self):
+        """``(name, module)`` for each direct submodule, in registration order."""
         seen = set()
         for name, m in self._modules.items():
             if m is not None and id(m) not in seen:
@@ -221,6 +226,7 @@ class Module:
                 yield name, m
 
     def children(self):
+        """The direct submodules, in registration order."""
         for _, m in self.named_children():
             yield m
 
@@ -239,13 +245,22 @@ class Module:
         return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
+        """The parameters of this module (and its submodules when ``recurse``), each once; what an
+        optimizer takes.
+
+        >>> model = ag.nn.Linear(3, 2)
+        >>> [p.shape for p in model.parameters()]
+        [(2, 3), (2,)]
+        """
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        """``(dotted name, tensor)`` for each registered buffer (running statistics and the like)."""
         return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
+        """The registered buffers (tensors saved in the state dict but not trained)."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
@@ -264,6 +279,7 @@ class Module:
         return self.train(False)
 
     def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` on every parameter (freeze with False); returns the module."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
@@ -310,18 +326,23 @@ class Module:
         return self
 
     def cuda(self, device=None):
+        """Move every parameter and buffer to a GPU (the current one, or ``device``); returns the module."""
         return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
     def cpu(self):
+        """Move every parameter and buffer to the CPU; returns the module."""
         return self.to("cpu")
 
     def float(self):
+        """Cast floating-point parameters and buffers to float32; returns the module."""
         return self.to(_dtypes.float32)
 
     def double(self):
+        """Cast floating-point parameters and buffers to float64; returns the module."""
         return self.to(_dtypes.float64)
 
     def half(self):
+        """Cast floating-point parameters and buffers to float16; returns the module."""
         return self.to(_dtypes.float16)
 
     # -- state dict -----------------------------------------------------------------------------

@@ -35,6 +35,7 @@ class LRScheduler:
         self._initial = False
 
     def get_lr(self):
+        """The learning rate of each parameter group for the current epoch; each scheduler defines it."""
         raise NotImplementedError(f"{type(self).__name__} does not define get_lr()")
 
     def get_last_lr(self):
@@ -62,6 +63,7 @@ class LRScheduler:
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict):
+        """Restore what ``state_dict`` returned (resume a schedule)."""
         self.__dict__.update(state_dict)
 
 

@@ -77,11 +77,13 @@ class SiLU(_Activation):
 
 
 class Tanh(Module):
+    """Elementwise hyperbolic tangent, ``F.tanh``."""
     def forward(self, x):
         return F.tanh(x)
 
 
 class Sigmoid(Module):
+    """Elementwise logistic sigmoid ``1 / (1 + exp(-x))``, ``F.sigmoid``."""
     def forward(self, x):
         return F.sigmoid(x)
 

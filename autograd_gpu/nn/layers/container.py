@@ -68,6 +68,7 @@ class _ListLike(Module):
         self._renumber(mods)
 
     def pop(self, idx=-1):
+        """Remove and return the module at ``idx`` (the last by default)."""
         m = self[idx]
         del self[idx]
         return m
@@ -94,6 +95,7 @@ class Sequential(_ListLike):
         return super().__getitem__(idx)
 
     def forward(self, x):
+        """Feed ``x`` through each module in order."""
         lin = None                  # a Linear waiting to see whether a ReLU follows
         for m in self._modules.values():
             if lin is not None:
@@ -149,20 +151,25 @@ class ModuleDict(Module):
         return key in self._modules
 
     def keys(self):
+        """The names of the modules, in insertion order."""
         return self._modules.keys()
 
     def values(self):
+        """The modules, in insertion order."""
         return self._modules.values()
 
     def items(self):
+        """``(name, module)`` pairs, in insertion order."""
         return self._modules.items()
 
     def pop(self, key):
+        """Remove and return the module named ``key``."""
         m = self._modules[key]
         del self[key]
         return m
 
     def clear(self):
+        """Remove every module."""
         for k in list(self._modules):
             del self[k]
 

@@ -57,6 +57,7 @@ class _ConvNd(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-draw weight and bias with PyTorch's default (Kaiming-uniform) initialisation."""
         init.default_init_(self.weight, self.bias)     # fan_in = in/groups * prod(kernel)
 
     def extra_repr(self):

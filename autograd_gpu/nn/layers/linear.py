@@ -39,6 +39,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-draw weight and bias with PyTorch's default (Kaiming-uniform) initialisation."""
         init.default_init_(self.weight, self.bias)
 
     def forward(self, x):
@@ -99,6 +100,7 @@ class Embedding(Module):
         return m
 
     def reset_parameters(self):
+        """Re-draw the embeddings from N(0, 1); the ``padding_idx`` row is zero."""
         init.normal_(self.weight)
         if self.padding_idx is not None:
             self.weight.data[self.padding_idx] = 0

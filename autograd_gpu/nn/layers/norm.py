@@ -42,6 +42,7 @@ class _BatchNorm(Module):
             self.num_batches_tracked._bump_version()
 
     def reset_parameters(self):
+        """Reset the running statistics, and the affine weight to ones and bias to zeros."""
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
@@ -102,6 +103,7 @@ class LayerNorm(Module):
             self.register_parameter("bias", None)
 
     def reset_parameters(self):
+        """Weight to ones and bias to zeros."""
         if self.weight is not None:
             init.ones_(self.weight)
         if self.bias is not None:

@@ -468,6 +468,7 @@ class RNNBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-draw every weight and bias from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as PyTorch."""
         bound = 1.0 / math.sqrt(self.hidden_size)
         for p in self.parameters():
             init.uniform_(p, -bound, bound)

@@ -31,6 +31,7 @@ def install():
 
 
 def uninstall():
+    """Undo ``install()``: the CUDA backend goes back to real CuPy (or to none)."""
     from ...backends import cublas_graph, cupy_backend, sync
     remove_hook(sync.on_simulated_transfer)
     cublas_graph.set_library(None)
@@ -38,5 +39,6 @@ def uninstall():
 
 
 def installed():
+    """True while the stand-in is installed."""
     from ...backends import cupy_backend
     return cupy_backend.simulated()
