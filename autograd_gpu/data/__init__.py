@@ -1,8 +1,10 @@
-"""ag.data: Dataset, TensorDataset, DataLoader, default_collate, DistributedSampler, and the datasets
-subpackage."""
-from .dataset import Dataset, TensorDataset
+"""ag.data: Dataset, IterableDataset, TensorDataset, DataLoader (with worker processes: get_worker_info),
+default_collate, DistributedSampler, and the datasets subpackage."""
+from .dataset import Dataset, IterableDataset, TensorDataset
 from .dataloader import DataLoader, default_collate
+from ._worker import get_worker_info, WorkerInfo
 from .sampler import DistributedSampler
 from . import datasets
 
-__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate", "DistributedSampler", "datasets"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "DataLoader", "default_collate", "get_worker_info",
+           "WorkerInfo", "DistributedSampler", "datasets"]

@@ -1,11 +1,14 @@
-"""DataLoader: batches of a dataset's samples, in order or shuffled with a seeded generator, and
-default_collate, which stacks a list of samples into batched Tensors."""
-from collections.abc import Mapping
+"""DataLoader: batches of a dataset's samples, in order or shuffled with a seeded generator, made in the
+main process or in worker processes (num_workers); default_collate stacks a list of samples into
+batched Tensors."""
+import itertools
 
-from ..tensor import Tensor
-from ..backends import backend_of_array, get_backend
-from ..creation import tensor as _tensor
-from ..ops.shape import stack as _stack
+from ..backends import get_backend
+from .collate import default_collate
+from .dataset import IterableDataset
+from ._fetch import make_fetcher, Exhausted
+from ._pin import make_pinner
+from ._multiprocess import MultiProcessIter, get_context
 
 __all__ = ["DataLoader", "default_collate"]
 
@@ -18,13 +21,37 @@ class DataLoader:
     ``ag.manual_seed`` makes the order reproducible. ``collate_fn`` turns a list of samples into a
     batch (``default_collate`` when None). ``sampler`` (e.g. a DistributedSampler) gives the indices
     instead, in its order; it excludes ``shuffle``. Datasets with a ``get_batch`` method (TensorDataset, the
-    built-in data sets) are batched with one gather per tensor instead of one call per sample.
+    built-in data sets) are batched with one gather per tensor instead of one call per sample. An
+    IterableDataset is batched in the order its stream comes (no sampler, no shuffle).
+
+    ``num_workers=N > 0`` makes the batches in N worker processes (``multiprocessing``; the start
+    method is ``multiprocessing_context``: None for the platform's default, 'fork', 'spawn' or
+    'forkserver'). They arrive in the same order and with the same contents as with
+    ``num_workers=0``. Each epoch draws ``base_seed`` from ``generator`` (with or without workers, so
+    the generator advances alike); worker k seeds Python's ``random`` and ag's generators with
+    ``base_seed + k`` and NumPy's global generator from (k, base_seed), then calls
+    ``worker_init_fn(k)``; ``ag.data.get_worker_info()`` tells the dataset which worker it runs in.
+    ``prefetch_factor`` batches per worker are requested ahead (2 when None); ``persistent_workers``
+    keeps the workers between epochs; ``timeout`` > 0 raises RuntimeError, naming the worker, when a
+    batch takes longer than that many seconds. An exception in a worker is raised in the main process
+    with the worker's traceback in its message, and the workers are shut down. ``pin_memory=True``
+    puts CPU batches in page-locked host memory when CUDA is in use (a no-op otherwise).
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, collate_fn=None,
-                 generator=None, sampler=None):
-        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
-            raise TypeError(f"DataLoader: expected a dataset with __getitem__ and __len__, got {type(dataset).__name__}")
+    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, drop_last=False, collate_fn=None,
+                 generator=None, *, num_workers=0, worker_init_fn=None, persistent_workers=False,
+                 prefetch_factor=None, pin_memory=False, timeout=0, multiprocessing_context=None):
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            if shuffle:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle option, "
+                                 f"but got shuffle={shuffle!r}")
+            if sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified sampler option, "
+                                 f"but got sampler={sampler!r}")
+        elif not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+            raise TypeError(f"DataLoader: expected a dataset with __getitem__ and __len__ (or an IterableDataset), "
+                            f"got {type(dataset).__name__}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
         if collate_fn is not None and not callable(collate_fn):
@@ -35,6 +62,8 @@ class DataLoader:
                                  "the order (DistributedSampler shuffles itself)")
             if not (hasattr(sampler, "__iter__") and hasattr(sampler, "__len__")):
                 raise TypeError(f"DataLoader: sampler must be iterable with a length, got {type(sampler).__name__}")
+        _check_worker_options(num_workers, worker_init_fn, persistent_workers, prefetch_factor, timeout,
+                              multiprocessing_context)
         self.sampler = sampler
         self.dataset = dataset
         self.batch_size = batch_size
@@ -42,13 +71,51 @@ class DataLoader:
         self.drop_last = bool(drop_last)
         self.collate_fn = collate_fn
         self.generator = _make_generator(generator)
+        self.num_workers = num_workers
+        self.worker_init_fn = worker_init_fn
+        self.persistent_workers = bool(persistent_workers)
+        self.prefetch_factor = prefetch_factor
+        self.pin_memory = bool(pin_memory)
+        self.timeout = timeout
+        self.multiprocessing_context = multiprocessing_context
+        self._iterator = None                   # the persistent workers' iterator
 
     def __len__(self):
         """Batches per epoch: the last, partial batch counts unless drop_last."""
+        if self._iterable and not hasattr(self.dataset, "__len__"):
+            raise TypeError(f"DataLoader: the length of a loader over an IterableDataset is unknown unless the "
+                            f"dataset defines __len__ ({type(self.dataset).__name__} does not)")
         n, bs = len(self.dataset if self.sampler is None else self.sampler), self.batch_size
         return n // bs if self.drop_last else -(-n // bs)
 
     def __iter__(self):
+        if self.num_workers == 0:
+            return self._single_process()
+        if not self.persistent_workers:
+            return MultiProcessIter(self)
+        it = self._iterator
+        if it is None or it._shut:
+            self._iterator = it = MultiProcessIter(self)
+        else:
+            it._reset(self)
+        return it
+
+    def _single_process(self):
+        tasks, _ = self._epoch_plan()
+        fetcher = make_fetcher(self.dataset, self._iterable, self.collate_fn, self.batch_size, self.drop_last)
+        pin = self._pinner()
+        for index in tasks:
+            try:
+                batch = fetcher.fetch(index)
+            except Exhausted:
+                return
+            yield batch if pin is None else pin(batch)
+
+    def _epoch_plan(self):
+        """This epoch's batch indices (slices or host int64 arrays; Nones for an IterableDataset) and its
+        base seed, in this order of draws from the generator."""
+        if self._iterable:
+            return itertools.repeat(None), self._base_seed()
         ds, bs = self.dataset, self.batch_size
         if self.sampler is not None:
             order = get_backend("cpu").xp.asarray(list(self.sampler), dtype="int64")
@@ -57,24 +124,59 @@ class DataLoader:
             n = len(ds)
             order = self._order(n) if self.shuffle else None
         stop = n - n % bs if self.drop_last else n
-        fast = self.collate_fn is None and _has_get_batch(ds)
-        collate = self.collate_fn or default_collate
-        for start in range(0, stop, bs):
-            end = min(start + bs, n)
-            index = slice(start, end) if order is None else order[start:end]
-            if fast:
-                batch = ds.get_batch(index)
-                if batch is not None:
-                    yield batch
-                    continue
-                fast = False                        # the dataset declined (e.g. it has a transform)
-            positions = range(start, end) if order is None else index.tolist()
-            yield collate([ds[i] for i in positions])
+        tasks = [slice(start, min(start + bs, n)) if order is None else order[start:start + bs]
+                 for start in range(0, stop, bs)]
+        return tasks, self._base_seed()
 
     def _order(self, n):
         """A random permutation of range(n) as a host int64 array."""
         g = self.generator
         return get_backend("cpu").permutation(n) if g is None else g.permutation(n)
+
+    def _base_seed(self):
+        """A seed in [0, 2**63) from the loader's generator (the CPU backend's when it is None or cannot
+        draw integers), drawn every epoch as PyTorch does."""
+        g = self.generator
+        if g is not None and hasattr(g, "integers"):
+            return int(g.integers(0, 2 ** 63 - 1))
+        if g is not None and hasattr(g, "randint"):            # a legacy numpy.random.RandomState
+            return int(g.randint(0, 2 ** 63 - 1, dtype="int64"))
+        return int(get_backend("cpu").randint(0, 2 ** 63 - 1, (), "int64"))
+
+    def _pinner(self):
+        return make_pinner() if self.pin_memory else None
+
+    def _mp_context(self):
+        return get_context(self.multiprocessing_context)
+
+
+def _check_worker_options(num_workers, worker_init_fn, persistent_workers, prefetch_factor, timeout, mp_context):
+    """The worker options' errors, in PyTorch's words."""
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int):
+        raise TypeError(f"DataLoader: num_workers must be an int, got {type(num_workers).__name__}")
+    if num_workers < 0:
+        raise ValueError(f"DataLoader: num_workers option should be non-negative; use num_workers=0 to disable "
+                         f"multiprocessing (got num_workers={num_workers})")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"DataLoader: timeout must be a number of seconds, got {type(timeout).__name__}")
+    if timeout < 0:
+        raise ValueError(f"DataLoader: timeout option should be non-negative (got timeout={timeout})")
+    if worker_init_fn is not None and not callable(worker_init_fn):
+        raise TypeError(f"DataLoader: worker_init_fn must be callable, got {type(worker_init_fn).__name__}")
+    if prefetch_factor is not None:
+        if num_workers == 0:
+            raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing. "
+                             "Let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None "
+                             f"(got prefetch_factor={prefetch_factor!r} with num_workers=0)")
+        if isinstance(prefetch_factor, bool) or not isinstance(prefetch_factor, int) or prefetch_factor < 1:
+            raise ValueError(f"DataLoader: prefetch_factor option should be a positive int, got {prefetch_factor!r}")
+    if persistent_workers and num_workers == 0:
+        raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+    if mp_context is not None:
+        if num_workers == 0:
+            raise ValueError(f"DataLoader: multiprocessing_context can only be used with multi-process loading "
+                             f"(num_workers > 0), but got num_workers={num_workers}")
+        get_context(mp_context)
 
 
 def _make_generator(generator):
@@ -85,87 +187,3 @@ def _make_generator(generator):
         return get_backend("cpu").xp.random.default_rng(generator)
     raise TypeError(f"DataLoader: generator must be an int seed, a NumPy Generator or None, "
                     f"got {type(generator).__name__}")
-
-
-def _definer(cls, name):
-    return next((k for k in cls.__mro__ if name in k.__dict__), None)
-
-
-def _has_get_batch(dataset):
-    """Whether the dataset's get_batch can be trusted: defined at or below its __getitem__ in the MRO
-    (a subclass that overrides __getitem__ alone must get one __getitem__ call per sample)."""
-    cls = type(dataset)
-    gb, gi = _definer(cls, "get_batch"), _definer(cls, "__getitem__")
-    return gb is not None and gi is not None and cls.__mro__.index(gb) <= cls.__mro__.index(gi)
-
-
-def default_collate(batch):
-    """Stack a list of samples into a batch: Tensors, NumPy/CuPy arrays and numbers become one Tensor
-    with a new first dim (numbers on the default device); tuples, lists and dicts are collated
-    field by field; strings and None stay a list."""
-    if not isinstance(batch, (list, tuple)) or not batch:
-        raise ValueError(f"default_collate: expected a non-empty list of samples, got {batch!r:.80}")
-    elem = batch[0]
-    if isinstance(elem, Tensor):
-        return _collate_tensors(batch)
-    if backend_of_array(elem) is not None:
-        return _collate_arrays(batch)
-    if isinstance(elem, (str, bytes)) or elem is None:
-        return list(batch)
-    if isinstance(elem, (bool, int, float)) or hasattr(elem, "dtype"):   # Python or NumPy scalars
-        return _collate_numbers(batch)
-    if isinstance(elem, Mapping):
-        return _collate_mappings(batch)
-    if isinstance(elem, (tuple, list)):
-        return _collate_sequences(batch)
-    raise TypeError(f"default_collate: cannot batch samples of type {type(elem).__name__}; expected Tensors, "
-                    "arrays, numbers, strings or tuples/lists/dicts of them, or pass collate_fn= to the DataLoader")
-
-
-def _check_same(batch, key, what):
-    first = key(batch[0])
-    for i, s in enumerate(batch):
-        if key(s) != first:
-            raise ValueError(f"default_collate: expected every sample to have the same {what}, got {first} "
-                             f"for sample 0 and {key(s)} for sample {i}")
-
-
-def _collate_tensors(batch):
-    for i, t in enumerate(batch):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"default_collate: sample 0 is a Tensor but sample {i} is a {type(t).__name__}")
-    _check_same(batch, lambda t: t.device, "device")
-    _check_same(batch, lambda t: tuple(t.shape), "shape")
-    if any(t.requires_grad for t in batch):
-        return _stack(list(batch))                 # keeps the graph
-    dev = batch[0].device
-    return Tensor._make(dev.backend.xp.stack([t.data for t in batch]), dev)
-
-
-def _collate_arrays(batch):
-    b = backend_of_array(batch[0])
-    _check_same(batch, lambda a: backend_of_array(a) is b and getattr(a, "device", None), "array type and device")
-    _check_same(batch, lambda a: tuple(a.shape), "shape")
-    return Tensor._make(b.xp.stack(batch), b.device)
-
-
-def _collate_numbers(batch):
-    try:
-        return _tensor(list(batch))
-    except TypeError:
-        kinds = sorted({type(x).__name__ for x in batch})
-        raise TypeError(f"default_collate: cannot batch numbers of types {', '.join(kinds)}") from None
-
-
-def _collate_mappings(batch):
-    _check_same(batch, lambda d: sorted(map(str, d.keys())) if isinstance(d, Mapping) else type(d).__name__, "keys")
-    return {k: default_collate([d[k] for d in batch]) for k in batch[0]}
-
-
-def _collate_sequences(batch):
-    _check_same(batch, lambda s: len(s) if isinstance(s, (tuple, list)) else type(s).__name__, "length")
-    fields = [default_collate(list(f)) for f in zip(*batch)]
-    elem = batch[0]
-    if hasattr(elem, "_fields"):                   # namedtuple
-        return type(elem)(*fields)
-    return tuple(fields) if isinstance(elem, tuple) else fields

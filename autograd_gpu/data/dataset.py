@@ -1,7 +1,8 @@
-"""Dataset (the indexable-collection protocol) and TensorDataset (samples are rows of tensors)."""
+"""Dataset (the indexable-collection protocol), IterableDataset (a stream of samples) and TensorDataset
+(samples are rows of tensors)."""
 from ..tensor import Tensor
 
-__all__ = ["Dataset", "TensorDataset"]
+__all__ = ["Dataset", "IterableDataset", "TensorDataset"]
 
 
 class Dataset:
@@ -17,6 +18,18 @@ class Dataset:
 
     def __len__(self):
         raise NotImplementedError(f"{type(self).__name__} must define __len__()")
+
+
+class IterableDataset:
+    """A stream of samples: subclasses define ``__iter__()``. The DataLoader batches the stream in
+    the order it comes (no sampler, no shuffle). With ``num_workers=N`` every worker process iterates
+    its own copy of the dataset, so a dataset that does not split itself yields each sample N times:
+    shard it in ``__iter__`` with ``ag.data.get_worker_info()`` (its ``id`` and ``num_workers``; None
+    in the main process), e.g. ``itertools.islice(stream, info.id, None, info.num_workers)``.
+    """
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__()")
 
 
 class TensorDataset(Dataset):
