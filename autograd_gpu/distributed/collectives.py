@@ -1,11 +1,13 @@
 """Collectives on Tensors, in place, over the process group: all_reduce, broadcast, all_gather,
-reduce_scatter.
+reduce_scatter, and barrier.
 
 Before moving any data, every rank sends a 16-byte digest of its call (the collective, shapes, dtype,
 device type, op or root, and whether it found a problem in its own arguments) with one Allgather of
 two int64s: a few microseconds. Only when the digests differ do the ranks exchange the full
 signatures (pickled) to say what differs. Either way every rank raises the same error at once,
 instead of MPI reading mismatched buffers (garbage) or waiting for a message that never comes.
+barrier() is that exchange alone (an Allgather completes on no rank before every rank has joined it),
+so a rank in barrier() and another in all_reduce() both raise, naming both calls.
 
 CPU tensors go to MPI as they are (no copy when contiguous); CUDA tensors go to NCCL under the
 "nccl" backend, and through a host copy to MPI otherwise.
@@ -16,7 +18,7 @@ import zlib
 from ..tensor import Tensor
 from .process_group import group
 
-__all__ = ["ReduceOp", "all_reduce", "broadcast", "all_gather", "reduce_scatter"]
+__all__ = ["ReduceOp", "all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"]
 
 
 class ReduceOp:
@@ -38,7 +40,7 @@ def all_reduce(tensor, op=ReduceOp.SUM):
     if digest is None:
         _agree(g, "all_reduce", [tensor], _tensor_problem(tensor, "tensor") or _op_problem(op, tensor), op)
         _remember_good(tensor, op)
-    elif not g.mpi.all_equal(digest, False):      # one exchange on every path, so the ranks stay in step
+    elif not g.mpi.all_equal(digest, False, "all_reduce"):      # one exchange on every path, so the ranks stay in step
         _disagree(g, "all_reduce", [tensor], None, op)
     a = tensor.data
     if tensor.device.type == "cpu" and a.flags.c_contiguous:
@@ -77,6 +79,11 @@ def all_gather(tensor_list, tensor):
     n = send.size
     for r, out in enumerate(tensor_list):
         _write_back(out, recv[r * n:(r + 1) * n], False)
+
+
+def barrier():
+    """Wait until every rank has reached this call (it is the agreement exchange alone)."""
+    _agree(group(), "barrier", [], None, None)
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM):
@@ -155,14 +162,14 @@ def _describe(t):
 def _agree(g, what, tensors, problem, arg):
     """Raise on every rank if any rank's call is wrong or the calls differ: one Allgather of a digest
     of each call, then, only when they differ, one of the full signatures for the message."""
-    if not g.mpi.all_equal(_digest(what, None if problem else _sig(tensors), arg), bool(problem)):
+    if not g.mpi.all_equal(_digest(what, None if problem else _sig(tensors), arg), bool(problem), what):
         _disagree(g, what, tensors, problem, arg)
 
 
 def _disagree(g, what, tensors, problem, arg):
     """The digests differed: exchange the full signatures and raise, on every rank, what is wrong."""
     sig = None if problem else tuple((tuple(t.shape), t.dtype.name, t.device.type) for t in tensors)
-    calls = g.mpi.gather_objects((what, sig, arg, problem[1] if problem else None))
+    calls = g.mpi.gather_objects((what, sig, arg, problem[1] if problem else None), what)
     if problem:
         raise problem[0](f"{what}: {problem[1]} (refused on every rank)")
     bad = [(r, p) for r, (_, _, _, p) in enumerate(calls) if p]
@@ -184,6 +191,8 @@ def _digest(what, sig, arg):
 
 
 def _show(what, sig, arg):
+    if not sig:                                   # barrier, DistributedDataParallel's backward
+        return what + ("" if arg is None else f" ({arg})")
     shape, dtype, dev = sig[0]
     return f"{what} of shape {shape} {dtype} on {dev}" + ("" if arg is None else f", {arg!r}")
 

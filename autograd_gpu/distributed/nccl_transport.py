@@ -36,12 +36,13 @@ def nccl_importable():
 class NcclTransport:
     """One NCCL communicator over all ranks, for this process's current GPU."""
 
-    def __init__(self, mpi_comm, cupy):
+    def __init__(self, mpi, cupy):
         nccl = self.nccl = import_nccl()
         self.cp = cupy
-        self.rank, self.size = mpi_comm.Get_rank(), mpi_comm.Get_size()
+        self.rank, self.size = mpi.rank, mpi.size
         uid = nccl.get_unique_id() if self.rank == 0 else None
-        uid = mpi_comm.bcast(uid, root=0)             # a tuple of 128 ints: pickling is fine here
+        # a tuple of 128 ints, pickled: over the MPI transport, so its wait has the group's deadline
+        uid = mpi.gather_objects(uid, "init_process_group('nccl') (the NCCL unique id)")[0]
         self.comm = nccl.NcclCommunicator(self.size, uid, self.rank)
         self.side_stream = cupy.cuda.Stream(non_blocking=True)   # DDP's bucket reductions
         self._types = {"int8": nccl.NCCL_INT8, "uint8": nccl.NCCL_UINT8, "bool": nccl.NCCL_UINT8,
