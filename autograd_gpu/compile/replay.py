@@ -20,6 +20,8 @@ from ..backends.fusers import get_fuser
 from .tracer import Tracer, Traced, Untraceable, tracing, active
 from .program import build_program, GuardFailed
 from .state import find_state, signature, dynamic_signature, plain_args, Watch, bindings, shares_memory
+from . import host_rng
+from .host_rng import rng_state
 
 __all__ = ["compile", "CompiledFunction"]
 
@@ -200,11 +202,17 @@ class CompiledFunction:
         overlap = shares_memory(holders)             # before the trace: the real arrays
         out = None
         entry, reason = _EAGER, "the trace did not finish"
-        with tracing(tr):
+        rngs = [(g, rng_state(g)) for g in st.rngs]     # host generators the walk reached
+        with tracing(tr), host_rng.Patched() as host:
             inputs = _enter(tr, holders)
             try:
                 before = _Snapshot(holders, binds, st)
                 out = self.fn(*args, **kwargs)
+                if tr.failed is None:
+                    drew = host.changed(rngs)    # a draw the wrapped entry points did not see
+                    if drew is not None:
+                        tr.fail(f"it draws from {drew} (in {_where(self.fn)}); a replay would repeat the "
+                                "traced numbers (use ag.rand/ag.randn, which every replay draws again)")
                 if tr.failed is not None:
                     reason = tr.failed
                 else:
@@ -253,6 +261,8 @@ class CompiledFunction:
             v = t._version[0] if t._version is not None else 0
             if v != v0:
                 actions.append(("version", i, v - v0))
+            if t.requires_grad != before.requires_grad[i]:      # requires_grad_() inside the function
+                actions.append(("requires_grad", i, t.requires_grad))
         for b, v0 in zip(binds, before.bindings):
             v = b.get()
             if v is not v0 and not b.dynamic:
@@ -342,6 +352,8 @@ class CompiledFunction:
                 a[1].set(_rebuild_value(a[2], holders, finals))
             elif k == "train":
                 a[1].training = a[2]
+            elif k == "requires_grad":
+                holders[a[1]].requires_grad = a[2]
         return _rebuild(entry.outputs, holders, finals)
 
 
@@ -382,6 +394,7 @@ class _Snapshot:
             g = t._grad
             self.tensors.append((t.data, g, None if g is None else g.data,
                                  t._version[0] if t._version is not None else 0))
+        self.requires_grad = [t.requires_grad for t in holders]
         self.bindings = [b.get() for b in binds]
         self.training = [m.training for m in st.modules]
 
@@ -453,6 +466,13 @@ def _rng_backends(steps):
                 hasattr(owner, "get_rng_state") and owner not in out:
             out.append(owner)
     return tuple(out)
+
+
+def _where(fn):
+    """'file:line' where a function (or a bound method's, or a callable object's __call__) is defined."""
+    f = getattr(fn, "__func__", fn)
+    code = getattr(f, "__code__", None) or getattr(getattr(type(fn), "__call__", None), "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else repr(fn)
 
 
 def _first_backend(tr):

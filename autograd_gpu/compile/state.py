@@ -11,6 +11,8 @@ import functools
 import inspect
 import sys
 import types
+from collections import deque
+from math import copysign as _copysign
 from operator import is_not as _is_not
 
 from ..tensor import Tensor
@@ -21,9 +23,11 @@ from .._autocast_state import state as _amp_state
 from ..device import get_default_device
 from ..nn.module import Module, state_version as _state_version
 from ..optim.optimizer import Optimizer
+from .host_rng import is_host_rng
 
 __all__ = ["find_state", "signature", "dynamic_signature", "plain_args", "Watch", "Binding"]
 
+MAX_NESTING = 64         # containers nested deeper than this make the call run eagerly
 MAX_ARRAY_KEY = 4096     # raw arrays up to this size are compared by value on each call; bigger ones run eagerly
 _SCALARS = (int, float, complex, bool, str, bytes, type(None))
 
@@ -87,7 +91,29 @@ def roots(fn, watch=None):
     objs.extend(g[n] for n in names if n in g)
     if watch is not None:
         watch.append(("fn", f, tuple(names)))
+    for n in names:                              # `import cfg; cfg.scale`: the user module's attributes read
+        m = g.get(n)
+        if m.__class__ is types.ModuleType:
+            _module_reads(m, names, objs, watch, set())
     return objs
+
+
+def _module_reads(m, names, objs, watch, seen):
+    """The attributes of a user module that a code object may read (its names), and of the user modules
+    among them (``pkg.cfg.scale``)."""
+    if id(m) in seen or not _user_module(m):
+        return
+    seen.add(id(m))
+    d = m.__dict__
+    attrs = tuple(n for n in names if n in d and not n.startswith("__"))
+    if watch is not None and attrs:
+        watch.append(("modattrs", m, attrs))
+    for n in attrs:
+        v = d[n]
+        if v.__class__ is types.ModuleType:
+            _module_reads(v, names, objs, watch, seen)
+        else:
+            objs.append(v)
 
 
 _names = {}           # code object -> the global names it (and the functions inside it) reads
@@ -102,12 +128,14 @@ class State:
         self.objects = []             # plain objects whose attributes were visited (a GradScaler, a config)
         self.values = []              # Python numbers reached (a closure's or a global's float): may be baked in
         self.refuse = None            # why the call cannot be compiled safely (a big raw array), else None
+        self.rngs = []                # host random generators reached (their draws make the trace run eagerly)
         self._seen = set()
         # what the walk read (kind, object, detail), so that a later call can check by identity that the
         # walk would find the same (Watch); fast_ok is False when that check would not be enough
         self.watch = []
         self.fast_ok = True
         self._arg_ids = None
+        self._nest = 0
 
     def add_tensor(self, t):
         if id(t) in self._seen:
@@ -122,13 +150,13 @@ class State:
 
     def visit(self, obj, depth=0):
         if obj.__class__ in _SCALAR_CLASSES:     # the common case first: a set lookup, not isinstance on a tuple
-            self.values.append((obj.__class__, obj))
+            self.values.append(_value_key(obj))
             return
         if isinstance(obj, Tensor):
             self.add_tensor(obj)
             return
         if isinstance(obj, _SCALARS):
-            self.values.append((obj.__class__, obj))
+            self.values.append(_value_key(obj))
             return
         if isinstance(obj, types.FunctionType):
             if id(obj) not in self._seen and _user_code(obj):
@@ -136,7 +164,10 @@ class State:
                 for o in roots(obj, self.watch):
                     self.visit(o)
             return
-        if isinstance(obj, (types.ModuleType, type)):
+        if isinstance(obj, type):                # a class the code names: its attributes (Cfg.scale)
+            self.visit_class(obj)
+            return
+        if isinstance(obj, types.ModuleType):    # (its attributes are reached through roots)
             return
         if isinstance(obj, Module):
             stack, seen = [obj], self._seen
@@ -164,7 +195,7 @@ class State:
                 for k, v in d.items():           # plain attributes: a tensor, an array, a list of numbers
                     c = v.__class__
                     if c in _SCALAR_CLASSES:
-                        scalars.append((k, v))
+                        scalars.append((k, _value_key(v) if c is float or c is complex else v))
                         continue
                     if c is tuple and all(x.__class__ in _SCALAR_CLASSES for x in v):
                         scalars.append((k, v))
@@ -202,21 +233,42 @@ class State:
                         if isinstance(v, Tensor):
                             self.add_tensor(v)
             return
-        if depth < 2 and isinstance(obj, (list, tuple)):
+        if isinstance(obj, (list, tuple, deque)):  # containers at any depth (they are not a level)
             if obj.__class__ is not tuple:
+                if id(obj) in self._seen:
+                    return
+                self._seen.add(id(obj))
                 self.watch.append(("seq", obj, None))
+            if self._nest > MAX_NESTING:
+                self._too_deep()
+                return
+            self._nest += 1
             for x in obj:
-                self.visit(x, depth + 1)
-        elif depth < 2 and isinstance(obj, dict):
+                self.visit(x, depth)
+            self._nest -= 1
+        elif isinstance(obj, dict):
+            if id(obj) in self._seen:
+                return
+            self._seen.add(id(obj))
             self.watch.append(("dict", obj, None))
+            if self._nest > MAX_NESTING:
+                self._too_deep()
+                return
+            self._nest += 1
             for x in obj.values():
-                self.visit(x, depth + 1)
+                self.visit(x, depth)
+            self._nest -= 1
         elif obj.__class__ in _SETS:
             pass
         elif _backends.is_array(obj):
             self.visit_array(obj)
         elif obj.__class__.__module__ == "numpy" and getattr(obj, "ndim", 1) == 0 and hasattr(obj, "item"):
-            self.values.append((obj.__class__, obj.item()))      # a NumPy scalar
+            self.values.append((obj.__class__, _value_key(obj.item())))      # a NumPy scalar
+        elif is_host_rng(obj) or is_host_rng(getattr(obj, "__self__", None)):
+            g = obj if is_host_rng(obj) else obj.__self__     # a generator, or one of its bound methods
+            if id(g) not in self._seen:
+                self._seen.add(id(g))
+                self.rngs.append(g)
         elif _value_like(obj):
             self.values.append((obj.__class__, obj))
         elif obj.__class__ is functools.partial:
@@ -231,6 +283,10 @@ class State:
             self.visit_class(type(obj))
             for x in _attrs(obj).values():     # a plain object holding a model and its optimizer
                 self.visit(x, depth + 1)
+
+    def _too_deep(self):
+        if self.refuse is None:
+            self.refuse = f"it reaches containers nested more than {MAX_NESTING} deep (not all of them are checked)"
 
     def visit_array(self, obj):
         """A raw NumPy/CuPy array (not a Tensor) is a constant of the program: its contents key the call."""
@@ -256,8 +312,8 @@ class State:
                     v = v.__func__
                 elif isinstance(v, property):
                     v = v.fget
-                if isinstance(v, types.FunctionType) or (v.__class__ in _SCALAR_CLASSES and not name.startswith("__")):
-                    self.visit(v)
+                if isinstance(v, types.FunctionType) or not name.startswith("__"):
+                    self.visit(v)                # methods, numbers, containers, objects (Cfg.scale, Cfg.sizes)
 
 
 _MODULE_SLOTS = frozenset({"_parameters", "_buffers", "_modules", "_non_persistent_buffers"})
@@ -268,10 +324,16 @@ _user = {}
 _user_classes = {}     # class -> the user classes in its MRO (none for the library's modules)
 
 
-def _user_code(obj):
+def _user_module(m):
+    """Whether a module is the user's own (see _user_code)."""
+    return _user_code(m, m.__name__)
+
+
+def _user_code(obj, mod=None):
     """Whether a function or class is the user's own (not this library's, NumPy's or the standard library's):
     only those are walked for the Python values they read."""
-    mod = getattr(obj, "__module__", None) or ""
+    if mod is None:
+        mod = getattr(obj, "__module__", None) or ""
     r = _user.get(mod)
     if r is None:
         path = getattr(sys.modules.get(mod), "__file__", None) or ""
@@ -368,6 +430,8 @@ def _watch_source(watch):
             parts.append(f"len({w}), *{w}" + "".join(f", {w}.get({k!r}, M)" for k in keys))
         elif kind == "attrs":
             parts.append(", ".join(f"{w}.{a}" for a in detail))
+        elif kind == "modattrs":       # a user module's attributes that the code names
+            parts.append(", ".join(f"getattr({w}, {a!r}, M)" for a in detail))
         elif kind == "call":
             parts.append(f"{w}.__class__, {w}.__class__.__call__")
         elif kind == "fn":
@@ -409,10 +473,93 @@ def bindings(st):
     return out
 
 
-def memory_owner(a):
-    """The array that owns ``a``'s memory (views of one array share it)."""
-    b = getattr(a, "base", None)
-    return a if b is None else b
+# --------------------------------------------------------------------------- aliasing, from memory ranges
+# Two arrays alias when their memory overlaps, whatever made them (a view, DLPack, as_strided, a buffer).
+# Reading pointers costs about 1 us per NumPy array, too much for every call, so an array whose memory
+# is known to be one allocation's (an array that owns its memory, or a chain of views ending at one) is
+# keyed by that allocation, and only the others ("foreign" memory: a DLPack capsule, a Python buffer,
+# CuPy's unowned memory) are compared by their byte ranges with every allocation of the call.
+
+def _host_class():
+    return _backends.get_backend("cpu").xp.ndarray
+
+
+_HOST = None            # the host array class (set on first use: the backends choose it)
+
+
+def _allocation(d):
+    """The object that owns ``d``'s memory (an array owning its memory, or a device allocation), or None
+    when the memory is foreign (then only its byte range tells what it overlaps)."""
+    global _HOST
+    if _HOST is None:
+        _HOST = _host_class()
+    if isinstance(d, _HOST):
+        o = d
+        while True:                              # views of views (as_strided's helper has a .base too)
+            b = getattr(o, "base", None)
+            if b is None:
+                return o if isinstance(o, _HOST) else None
+            o = b
+    ptr = getattr(d, "data", None)
+    mem = getattr(ptr, "mem", None)              # a device array: its MemoryPointer's allocation
+    if mem is None or mem.__class__.__name__ == "UnownedMemory":
+        return None                              # imported memory (DLPack): compared by range
+    return mem
+
+
+def _extent(a):
+    """(address space, first byte, last byte + 1) of an array or of an allocation."""
+    i = getattr(a, "__array_interface__", None)
+    space = "host"
+    if i is None:
+        i = getattr(a, "__cuda_array_interface__", None)
+        space = "cuda"
+        if i is None:                            # a device allocation: pointer and size
+            return space, a.ptr, a.ptr + a.size
+    lo = hi = i["data"][0]
+    item = int(i["typestr"][2:])
+    shape, strides = i["shape"], i["strides"]
+    if strides is None:                          # C-contiguous
+        n = 1
+        for s in shape:
+            n *= s
+        return space, lo, lo + n * item
+    if 0 in shape:
+        return space, lo, lo
+    for s, st in zip(shape, strides):
+        if st < 0:
+            lo += st * (s - 1)
+        else:
+            hi += st * (s - 1)
+    return space, lo, hi + item
+
+
+def alias_groups(arrays, keys=None):
+    """For each array, the index of the first array whose memory it may share (its own index if none):
+    arrays of one allocation share, and a foreign array shares with every array whose range it overlaps.
+    ``keys`` are the arrays' allocations (``_allocation``), when the caller has them already."""
+    if keys is None:
+        keys = [_allocation(a) for a in arrays]
+    first, out, foreign = {}, [], False
+    for i, k in enumerate(keys):
+        if k is None:
+            foreign = True
+            out.append(i)
+        else:
+            out.append(first.setdefault(id(k), i))
+    if not foreign:
+        return out
+    ranges = [_extent(a if k is None else k) for a, k in zip(arrays, keys)]
+    for i, k in enumerate(keys):                 # join each foreign array to what it overlaps
+        if k is not None:
+            continue
+        sp, lo, hi = ranges[i]
+        for j, (sp2, lo2, hi2) in enumerate(ranges):
+            if j != i and sp2 == sp and lo < hi2 and lo2 < hi and lo < hi and lo2 < hi2:
+                a, b = out[i], out[j]
+                root = min(a, b)
+                out = [root if g in (a, b) else g for g in out]
+    return out
 
 
 def shares_memory(tensors):
@@ -423,14 +570,18 @@ def shares_memory(tensors):
         for a in (t.data, None if t._grad is None else t._grad.data):
             if a is not None:
                 arrays[id(a)] = a
-    return len({id(memory_owner(a)) for a in arrays.values()}) < len(arrays)
+    arrays = list(arrays.values())
+    return len(set(alias_groups(arrays))) < len(arrays)
 
 
 def _arg_sig(x, depth=0):
     if isinstance(x, Tensor):
         d = x.data
-        return ("T", d.shape, d.dtype, _dev(x.device), x.requires_grad, _layout(d))
+        # the class too: a function may branch on isinstance(x, nn.Parameter)
+        return (x.__class__, d.shape, d.dtype, _dev(x.device), x.requires_grad, _layout(d))
     if isinstance(x, _SCALARS):
+        if x.__class__ is float and (x == 0.0 or x != x):
+            return _float_key(x)
         return (type(x), x)
     if depth < 4 and isinstance(x, (list, tuple)):
         return (type(x),) + tuple(_arg_sig(y, depth + 1) for y in x)
@@ -441,6 +592,22 @@ def _arg_sig(x, depth=0):
     if _value_like(x):
         return (type(x), x)
     return ("id", id(x))
+
+
+def _float_key(x):
+    """A float that ``==`` does not tell apart: 0.0 and -0.0 are equal (``x / c`` gives +inf or -inf), and
+    NaN equals nothing (a signature holding it would never match)."""
+    return (float, "nan" if x != x else "-0.0" if _copysign(1.0, x) < 0 else "0.0")
+
+
+def _value_key(v):
+    """How a Python value reached by the walk is kept in the signature."""
+    c = v.__class__
+    if c is float and (v == 0.0 or v != v):
+        return _float_key(v)
+    if c is complex and (v != v or not v.real or not v.imag):
+        return (complex, _value_key(v.real), _value_key(v.imag))
+    return (c, v)
 
 
 def _value_like(x):
@@ -514,7 +681,7 @@ def _attrs(obj):
 def _scalars(obj):
     """The Python numbers, strings and flags among an object's attributes (a dropout's p, a
     GradScaler's scale): values the traced code may have baked in."""
-    return tuple((k, v) for k, v in _attrs(obj).items() if v.__class__ in _SCALAR_CLASSES or
+    return tuple((k, _value_key(v)) for k, v in _attrs(obj).items() if v.__class__ in _SCALAR_CLASSES or
                  (v.__class__ is tuple and all(x.__class__ in _SCALAR_CLASSES for x in v)))
 
 
@@ -536,18 +703,32 @@ def _tensors_sig(tensors):
     """(which tensors share an array and which share memory, as first indices), and per tensor its shape,
     dtype, device, flags, strides, gradient and hooks (by identity: a hook added between calls retraces);
     one loop with the helpers inlined, since it runs on every call."""
-    datas, bases, same, owner, sigs = {}, {}, [], [], []
+    global _HOST
+    if _HOST is None:
+        _HOST = _host_class()
+    host = _HOST
+    datas, bases, same, owner, sigs, foreign = {}, {}, [], [], [], None
     for i, t in enumerate(tensors):
         d = t.data
         same.append(datas.setdefault(id(d), i))
-        b = getattr(d, "base", None)
-        owner.append(bases.setdefault(id(d if b is None else b), i))
+        if d.__class__ is host:                  # inline _allocation's common cases: owner or one view
+            b = d.base
+            o = d if b is None else b if b.__class__ is host and b.base is None else _allocation(d)
+        else:
+            o = _allocation(d)
+        if o is None:
+            foreign = True
+            owner.append(i)
+        else:
+            owner.append(bases.setdefault(id(o), i))
         g, h, ph, dev = t._grad, t._hooks, t._post_acc_hooks, t.device
         if g is not None:
             gd = g.data
             g = (gd.shape, gd.dtype, g.requires_grad, getattr(gd, "strides", None), gd is d)
         sigs.append((d.shape, d.dtype, getattr(dev, "_str", dev), t.requires_grad, getattr(d, "strides", None),
                      t.grad_fn is None, g, tuple(map(id, h)) if h else (), tuple(map(id, ph)) if ph else ()))
+    if foreign:                                  # memory from elsewhere (DLPack, a buffer): by byte range
+        owner = alias_groups([t.data for t in tensors])
     return (tuple(same), tuple(owner)), tuple(sigs)
 
 
