@@ -1,6 +1,6 @@
 """autograd_gpu: reverse-mode automatic differentiation on NumPy (CPU) or CuPy (CUDA GPU)."""
 from .device import Device, device, set_default_device, get_default_device
-from .dtypes import (float16, float32, float64, int8, int16, int32, int64, uint8, bool_,
+from .dtypes import (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_,
                      set_default_dtype, get_default_dtype)
 from .dtypes import complex64, complex128
 from .tensor import Tensor
@@ -19,6 +19,7 @@ from . import fft
 from . import linalg
 from . import distributed     # cheap: mpi4py is imported by init_process_group(), not here
 from .serialization import save, load
+from . import safetensors      # ag.safetensors; the safetensors package is imported on first use
 from .compile import compile   # the function; the package stays importable as autograd_gpu.compile.*
 
 __version__ = "0.2.0"

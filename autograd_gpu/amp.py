@@ -4,7 +4,8 @@ or precision matters) and GradScaler (loss scaling so float16 gradients do not u
 Inside ``with ag.amp.autocast("cuda"):`` the ops PyTorch runs in low precision (matmul, linear,
 conv1d/conv2d) cast their inputs to float16 (differentiably: the float32 parameters get float32
 gradients) and return float16; the ops that need range or precision (softmax, log_softmax, the
-losses, layer_norm, batch_norm) cast float16 inputs to float32. Everything else runs in the dtype
+losses, layer_norm, batch_norm) cast float16 inputs to float32. ``autocast(dtype=ag.bfloat16)`` does
+the same with bfloat16. Everything else runs in the dtype
 of its inputs, with NumPy's promotion when dtypes mix. Products accumulate in float32: cuBLAS does
 so on the GPU; on the CPU the backend computes float16 products in float32 and rounds the result.
 
@@ -14,7 +15,7 @@ between ops (each use casts again); ops outside the lists above are not autocast
 import functools
 
 from ._autocast_state import state as _state
-from .dtypes import float16, float32, _dtype
+from .dtypes import float16, bfloat16, float32, _dtype
 from .tensor import Tensor
 
 __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "GradScaler"]
@@ -22,15 +23,16 @@ __all__ = ["autocast", "is_autocast_enabled", "get_autocast_dtype", "GradScaler"
 
 class autocast:
     """Context manager (and decorator) enabling autocast for tensors on ``device_type`` ("cuda" or
-    "cpu"); dtype is the low precision (float16). Its state lives in _autocast_state.py, where the
+    "cpu"); dtype is the low precision: float16 (the default) or bfloat16 (float32's range, so no
+    GradScaler is needed). Its state lives in _autocast_state.py, where the
     ops' casts (ops/_autocast.py) read it."""
 
     def __init__(self, device_type="cuda", dtype=None, enabled=True):
         if device_type not in ("cuda", "cpu"):
             raise ValueError(f"autocast: expected device_type 'cuda' or 'cpu', got {device_type!r}")
         dt = float16 if dtype is None else _dtype(dtype)
-        if dt != float16:
-            raise ValueError(f"autocast: only float16 is supported as the low precision, got {dt}")
+        if dt != float16 and dt != bfloat16:
+            raise ValueError(f"autocast: expected float16 or bfloat16 as the low precision, got {dt}")
         self.device_type, self.dtype, self.enabled = device_type, dt, bool(enabled)
         self.prev = []
 

@@ -43,7 +43,15 @@ def from_dlpack(obj, device=None):
         raise TypeError(f"from_dlpack: expected an object with __dlpack__, got {type(obj).__name__}")
     dev_type, dev_id = obj.__dlpack_device__()
     dev = _parse_device(device) if device is not None else _parse_device("cpu" if dev_type == 1 else f"cuda:{dev_id}")
-    return Tensor._make(dev.backend.from_dlpack(obj), dev)
+    try:
+        return Tensor._make(dev.backend.from_dlpack(obj), dev)
+    except (RuntimeError, TypeError, BufferError, NotImplementedError) as e:
+        if "bfloat16" not in str(getattr(obj, "dtype", "")):
+            raise
+        raise TypeError(f"from_dlpack: {dev.type} arrays cannot import a bfloat16 DLPack tensor ({e}): NumPy's "
+                        "DLPack has no bfloat16. For a CPU torch tensor t share its bits instead: "
+                        "ag.from_numpy(t.view(torch.int16).numpy().view(ag.bfloat16)) (no copy), or copy it: "
+                        "ag.tensor(t.float().numpy(), dtype=ag.bfloat16) (exact)") from None
 
 
 def _setup(shape, dtype, device, op, default=None):
@@ -68,7 +76,7 @@ def _number_arg(v, op, what):
 
 
 def _float_dtype(dt, op):
-    if dt.kind != "f":
+    if not _dt.is_floating(dt):
         raise TypeError(f"{op}: expected a floating dtype, got {dt}")
     return dt
 

@@ -1,10 +1,14 @@
 """Dtype aliases (the NumPy dtype objects), the default float dtype, and how Python scalars promote."""
-from .backends import dtype as _dtype, host_asarray, result_type  # noqa: F401  (used as dtypes.*)
+from .backends import dtype as _dtype, host_asarray, result_type as _np_result_type, BFLOAT16  # noqa: F401
 
-__all__ = ["float16", "float32", "float64", "complex64", "complex128", "int32", "int64", "bool_", "uint8",
+__all__ = ["float16", "bfloat16", "float32", "float64", "complex64", "complex128", "int32", "int64", "bool_", "uint8",
            "int8", "int16", "set_default_dtype", "get_default_dtype"]
 
 float16 = _dtype("float16")
+# bfloat16 (8 exponent bits as float32, 8 significand bits) is NumPy's through ml_dtypes. That dtype's
+# kind is "V", not "f": code that asks whether a dtype is floating calls is_floating(d) (or tests
+# ``d is bfloat16`` after a cheap kind test), so hot paths for the other dtypes pay nothing.
+bfloat16 = BFLOAT16
 float32 = _dtype("float32")
 float64 = _dtype("float64")
 int8 = _dtype("int8")
@@ -22,7 +26,7 @@ _default_float = [float32]
 def set_default_dtype(d):
     """Set the dtype that Python floats and float lists become (float16, float32 or float64)."""
     d = _dtype(d)
-    if d.kind != "f":
+    if d.kind != "f" and d is not bfloat16:
         raise TypeError(f"set_default_dtype: expected a floating dtype, got {d}")
     _default_float[0] = d
 
@@ -37,7 +41,31 @@ def get_default_dtype():
 
 
 def is_floating(d):
-    return d.kind == "f"
+    """Whether d is a real floating dtype (float16, bfloat16, float32, float64)."""
+    return d.kind == "f" or d is bfloat16
+
+
+def is_inexact(d):
+    """Whether d is floating or complex: the dtypes that can require gradients."""
+    return d.kind in "fc" or d is bfloat16
+
+
+def result_type(*dtypes):
+    """The dtype of an operation on these dtypes: NumPy's promotion, with PyTorch's rules for
+    bfloat16 (which NumPy cannot promote with float16 or wide integers): bfloat16 with bools and
+    integers stays bfloat16, with float16 gives float32, with wider floats or complex the wider one."""
+    try:
+        return _np_result_type(*dtypes)
+    except TypeError:                  # DTypePromotionError is a TypeError
+        if not any(_dtype(d) is bfloat16 for d in dtypes):
+            raise
+    ds = [_dtype(d) for d in dtypes]
+    others = [d for d in ds if d is not bfloat16 and d.kind not in "biu"]
+    if not others:
+        return bfloat16
+    if all(d == float16 for d in others):
+        return float32
+    return _np_result_type(float32, *others)
 
 
 def get_default_complex_dtype():
@@ -51,7 +79,7 @@ def complex_dtype(d):
     integers -> complex64 or the default); complex dtypes are returned as they are."""
     if d.kind == "c":
         return d
-    if d.kind == "f":
+    if d.kind == "f" or d is bfloat16:
         return complex128 if d == float64 else complex64
     return get_default_complex_dtype()
 
@@ -71,7 +99,7 @@ def scalar_result_dtype(dtype, value, op):
     if isinstance(value, int):
         return int64 if kind == "b" else dtype
     if isinstance(value, float):
-        return dtype if kind in "fc" else _default_float[0]
+        return dtype if kind in "fc" or dtype is bfloat16 else _default_float[0]
     if isinstance(value, complex):          # weak too: float32 tensor * 1j is complex64, as in NumPy 2
-        return complex_dtype(dtype) if kind in "fc" else get_default_complex_dtype()
+        return complex_dtype(dtype) if kind in "fc" or dtype is bfloat16 else get_default_complex_dtype()
     raise TypeError(f"{op}: expected a Tensor or a Python number, got {type(value).__name__}")

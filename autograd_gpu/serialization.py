@@ -15,6 +15,8 @@ Saving writes a new temporary file beside the target and renames it over the tar
 always holds a complete file. Loading checks every size a file declares against the bytes it stores
 before reading anything, so any file costs at most its own size in memory plus a bounded manifest, and
 any damaged or hostile file raises ValueError. docs/reliability.md states the guarantees.
+
+``load`` also reads safetensors files (ag.safetensors), recognised by their header rather than their name.
 """
 import contextlib
 import errno
@@ -27,6 +29,7 @@ import stat
 import zipfile
 
 from .tensor import Tensor
+from . import safetensors as _safetensors
 from .device import Device, device as _parse_device
 from .backends import SCALAR_TYPES, get_backend
 
@@ -44,7 +47,10 @@ MANIFEST = "__manifest__"
 # whatever it writes loads.
 _DTYPES = {name: np.dtype(name) for name in (
     "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64", "complex64", "complex128")}
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128")}
+# NumPy's .npy header cannot name bfloat16 (ml_dtypes' dtype is a void type there): its bits are stored
+# as uint16 and the manifest's dtype says what they are
+_STORED = {name: np.dtype(np.uint16) if name == "bfloat16" else d for name, d in _DTYPES.items()}
 MAX_DEPTH = 100                    # containers nested inside one another in a saved object
 MAX_MANIFEST_BYTES = 4 << 20       # parsing JSON takes up to ~30x its size in memory: ~120 MB at worst
 _MAX_JSON_DEPTH = 3 * MAX_DEPTH + 4   # a dict level is 3 JSON levels: node {, "items" [, [key, node]
@@ -93,7 +99,8 @@ def _encode(x, where, arrays, ids, active):
         key = ids.get(id(x))
         if key is None:
             key = ids[id(x)] = f"t{len(ids)}"
-            arrays[key] = x.detach().numpy()
+            a = x.detach().numpy()
+            arrays[key] = a if a.dtype is _STORED[str(x.dtype)] else a.view(_STORED[str(x.dtype)])
         return {"type": "tensor", "key": key, "dtype": str(x.dtype), "shape": list(x.shape),
                 "device": str(x.device), "requires_grad": bool(x.requires_grad)}
     if x is None:
@@ -230,7 +237,8 @@ def _check_binary(f, op, mode):
 
 # --------------------------------------------------------------------------- load
 def load(path, map_location=None):
-    """Read what ``save`` wrote. ``map_location``: None (each tensor's saved device), a device ("cpu",
+    """Read what ``save`` wrote, or a safetensors file (its dict of str -> Tensor, as
+    ag.safetensors.load_file gives). ``map_location``: None (each tensor's saved device), a device ("cpu",
     "cuda:1"), a dict from saved to new device names ({"cuda:0": "cpu"}), or a callable taking the saved
     device name and returning a device."""
     relocate = _relocation(map_location)
@@ -242,7 +250,7 @@ def load(path, map_location=None):
         return _load_from(path, _name(path), relocate)
     name = _file_name(path, "load")
     with _open_regular(name) as f:     # OS errors (missing file, permissions) propagate unchanged
-        return _load_from(f, name, relocate)
+        return _load_from(f, name, relocate, path=name)
 
 
 def _open_regular(name):
@@ -261,18 +269,24 @@ def _open_regular(name):
         raise
 
 
-def _load_from(f, name, relocate):
+def _load_from(f, name, relocate, path=None):
     start = f.tell()
-    head = f.read(6)
+    head = f.read(9)
     f.seek(start)
     if not isinstance(head, bytes):
         raise TypeError(f"load: expected a binary file object, got {type(f).__name__} whose read() returns "
                         f"{type(head).__name__}")
+    if not head.startswith(b"PK"):
+        size = f.seek(0, os.SEEK_END) - start
+        f.seek(start)
+        if _safetensors.is_safetensors(head, size):   # recognised by its header, whatever the file's name:
+            dev = relocate("cpu")                      # its dict of tensors, "cpu" mapped by map_location
+            return _safetensors.load_file(path, dev) if path is not None else _safetensors.load(f.read(), dev)
     if head.startswith(b"\x93NUMPY"):
         raise ValueError(f"load: {name} is a plain .npy array, not an autograd_gpu file written by ag.save")
     if not head.startswith(b"PK"):
         raise ValueError(f"load: {name} is not an autograd_gpu file: expected a .npz (zip) archive written by "
-                         f"ag.save, got a file starting with {head!r}")
+                         f"ag.save or a safetensors file, got a file starting with {head!r}")
     stream_end = f.seek(0, os.SEEK_END)
     end = _archive_end(f, start, stream_end)
     # a stream may hold several saves one after another (torch.load's contract): read the one that starts
@@ -588,10 +602,12 @@ class _Decoder:
         if not (isinstance(dtype, str) and dtype in _DTYPES and _is_shape(shape) and isinstance(saved, str)):
             self.fail(where, f"expected dtype, shape and device for tensor {key!r:.80}, got {node!r:.120}")
         requires_grad = node.get("requires_grad") is True
-        if requires_grad and _DTYPES[dtype].kind not in "fc":
+        if requires_grad and _DTYPES[dtype].kind not in "fc" and dtype != "bfloat16":
             self.fail(where, f"a {dtype} tensor cannot require gradients")
         dev = self.device(saved, where)
-        a = self.archive.array(key, f"at {where}", _DTYPES[dtype], tuple(shape))
+        a = self.archive.array(key, f"at {where}", _STORED[dtype], tuple(shape))
+        if _STORED[dtype] is not _DTYPES[dtype]:
+            a = a.view(_DTYPES[dtype])
         return Tensor._make(dev.backend.asarray(a), dev).requires_grad_(requires_grad)
 
     def device(self, saved, where):

@@ -234,7 +234,7 @@ class Tensor:
         >>> w.requires_grad, w.is_leaf
         (True, True)
         """
-        if requires_grad and self.dtype.kind not in "fc":
+        if requires_grad and self.dtype.kind not in "fc" and self.dtype is not _dtypes.bfloat16:
             raise RuntimeError(f"requires_grad_: only floating-point tensors can require gradients, got {self.dtype}")
         if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("requires_grad_(False) on a non-leaf tensor; use .detach() instead")
@@ -339,6 +339,10 @@ class Tensor:
         return self.data if dtype is None else self.data.astype(dtype)
 
     def __dlpack__(self, stream=None, **kwargs):
+        if self.data.dtype is _dtypes.bfloat16 and self.device.type == "cpu":
+            raise BufferError("__dlpack__: NumPy cannot export bfloat16 through DLPack; share the bits instead: "
+                              "torch.from_numpy(t.numpy().view('int16')).view(torch.bfloat16) (no copy), or "
+                              "torch.from_dlpack(t.float()).bfloat16()")
         return self.data.__dlpack__(stream=stream, **kwargs) if stream is not None else self.data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
@@ -363,6 +367,10 @@ class Tensor:
     def half(self):
         """This tensor as float16."""
         return self.to(dtype=_dtypes.float16)
+
+    def bfloat16(self):
+        """This tensor as bfloat16."""
+        return self.to(dtype=_dtypes.bfloat16)
 
     def long(self):
         """This tensor as int64."""
@@ -489,14 +497,14 @@ def _to_array(data, dtype, device, copy, default_float):
             host = _dtypes.host_asarray(data)
         except (ValueError, TypeError) as e:
             raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__}: {e}") from None
-        if host.dtype.kind not in "biufc":
+        if host.dtype.kind not in "biufc" and host.dtype is not _dtypes.bfloat16:
             raise TypeError(f"tensor: expected numbers, nested lists of numbers or arrays, got {type(data).__name__} "
                             f"(as an array of dtype {host.dtype})")
         if dtype is None and host.dtype.kind in "fc" and default_float and python_data:
             # Python floats take the default float dtype, Python complex numbers its complex twin
             dtype = _dtypes.get_default_dtype() if host.dtype.kind == "f" else _dtypes.get_default_complex_dtype()
         return backend.asarray(host, dtype=dtype), dev
-    if arr.dtype.kind not in "biufc":
+    if arr.dtype.kind not in "biufc" and arr.dtype is not _dtypes.bfloat16:
         raise TypeError(f"tensor: expected numbers, got {type(arr).__name__} of dtype {arr.dtype}")
     if src is not dev:
         return backend.asarray(arr, dtype=dtype, copy=True), dev

@@ -10,6 +10,7 @@ perturbed separately; a complex output is checked twice, once through L = sum Re
 through L = sum Im(out) * v (the backward seeds v and i v), as PyTorch's gradcheck does."""
 from .engine import grad as _grad
 from .grad_mode import enable_grad
+from ..dtypes import is_inexact
 from . import function as _function     # its Tensor: tensor.py sits above this package
 
 __all__ = ["gradcheck", "gradgradcheck"]
@@ -24,8 +25,8 @@ def _prepare(inputs):
     inputs = _as_tuple(inputs)
     out = []
     for t in inputs:
-        if isinstance(t, Tensor) and t.dtype.kind in "fc":
-            d = t.detach().to(dtype="float64" if t.dtype.kind == "f" else "complex128")._copy()
+        if isinstance(t, Tensor) and is_inexact(t.dtype):
+            d = t.detach().to(dtype="complex128" if t.dtype.kind == "c" else "float64")._copy()
             out.append(d.requires_grad_(t.requires_grad))
         else:
             out.append(t)

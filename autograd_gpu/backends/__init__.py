@@ -6,6 +6,7 @@ named kernels the backends define where the namespaces differ (scatter-add, rand
 transfer, synchronize, erf).
 """
 import numpy as _np
+import ml_dtypes as _ml_dtypes      # registers bfloat16 with NumPy (np.dtype("bfloat16"), its scalar type)
 
 from ..device import device as _parse_device, Device, register_backend_resolver as _register_resolver
 from .numpy_backend import NumpyBackend
@@ -65,6 +66,10 @@ def dtype(spec):
         return _np.dtype(spec)
     except TypeError:
         raise TypeError(f"expected a dtype such as ag.float32 or 'float64', got {spec!r}") from None
+
+
+# bfloat16 is NumPy's through ml_dtypes: a user-defined dtype whose kind is "V", not "f"
+BFLOAT16 = _np.dtype(_ml_dtypes.bfloat16)
 
 
 def host_asarray(data):

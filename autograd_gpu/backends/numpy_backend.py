@@ -2,6 +2,7 @@
 from contextlib import nullcontext
 
 import numpy as np
+import ml_dtypes
 
 from .base import Backend
 from .kernels import NUMPY_MIXINS, TRACE_THROUGH
@@ -12,6 +13,7 @@ from . import threads
 
 
 _mkl = mkl_blas.matmul if mkl_blas.available() else None
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 threads.apply_policy()       # BLAS threads: the CPUs free of other work (threads.py), after MKL is loaded
 
 
@@ -112,8 +114,8 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
     def matmul(self, a, b, out=None):
         """float_matmul (NumPy's, or MKL's where installed); float16 operands are multiplied in float32
         and the result rounded to float16 (what tensor cores do; NumPy's own float16 matmul has no BLAS
-        and is 7x slower)."""
-        if a.dtype == np.float16 or b.dtype == np.float16:
+        and is 7x slower). bfloat16 likewise (float32 accumulation, one rounding: PyTorch's result)."""
+        if a.dtype == np.float16 or b.dtype == np.float16 or a.dtype is _BF16 or b.dtype is _BF16:
             y = float_matmul(a.astype(np.float32), b.astype(np.float32))
             dt = np.result_type(a.dtype, b.dtype)
             if out is None:
@@ -142,7 +144,10 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
 
     def sigmoid(self, x):
         """1 / (1 + exp(-x)) in three passes; exp overflows to inf for x << 0, giving the right 0, so
-        the overflow warning is silenced (the where-based 'stable' form is 15x slower here)."""
+        the overflow warning is silenced (the where-based 'stable' form is 15x slower here). bfloat16 is
+        computed in float32 and rounded once, as PyTorch does."""
+        if x.dtype is _BF16:
+            return self.sigmoid(x.astype(np.float32)).astype(_BF16)
         out = np.empty_like(x, dtype=np.result_type(x.dtype, np.float16))   # an array even for 0-d x
         with np.errstate(over="ignore"):
             np.negative(x, out=out)

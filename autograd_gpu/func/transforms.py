@@ -10,6 +10,7 @@ the results are plain tensors.
 from ..autograd.engine import grad as _engine_grad
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..tensor import Tensor
+from ..dtypes import is_floating
 from . import vmap as _vmap
 from .vmap import vmap
 
@@ -43,7 +44,7 @@ def _track(x, name):
     Inside vmap it is batched at every level first, so that each example is differentiated on its own."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: can only differentiate with respect to Tensors, got {type(x).__name__}")
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise TypeError(f"{name}: can only differentiate with respect to floating-point Tensors, got {x.dtype}")
     if x.requires_grad and is_grad_enabled():
         return _vmap.lift(_alias(x))    # a fresh identity node: this transform's variable, still linked to the outer one

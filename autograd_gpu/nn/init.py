@@ -4,6 +4,7 @@ import math
 import warnings
 
 from ..tensor import Tensor
+from ..dtypes import is_floating
 
 __all__ = ["default_init_", "calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_", "eye_", "xavier_uniform_",
            "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_", "orthogonal_"]
@@ -38,7 +39,7 @@ def calculate_gain(nonlinearity, param=None):
 def _check(t, op):
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(t).__name__}")
-    if t.dtype.kind != "f":
+    if not is_floating(t.dtype):
         raise TypeError(f"{op}: expected a floating-point tensor, got {t.dtype}")
 
 

@@ -33,7 +33,7 @@ def _parse_to_args(args, kwargs):
         raise TypeError(f"Module.to: unexpected keyword argument(s) {sorted(kwargs)}")
     device, dtype = parse_to_args(args, device, dtype)
     if dtype is not None:
-        if dtype.kind not in "fc":
+        if not _dtypes.is_inexact(dtype):
             raise TypeError(f"Module.to: only floating-point dtypes can be given, got {dtype}")
     return device, dtype
 
@@ -42,7 +42,7 @@ def _move(t, device, dtype):
     """Move/cast tensor ``t`` in place (its .data and .device are replaced; the object is kept)."""
     if t is None:
         return
-    dt = dtype if dtype is not None and t.dtype.kind in "fc" else None
+    dt = dtype if dtype is not None and _dtypes.is_inexact(t.dtype) else None
     new = t.detach().to(device=device, dtype=dt)
     if new.data is not t.data:
         t.data, t.device = new.data, new.device

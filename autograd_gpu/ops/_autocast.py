@@ -2,7 +2,7 @@
 where range or precision matters. Read from the autocast state (_autocast_state.py, a leaf), so the
 ops need not import amp.py, which sits above them."""
 from .._autocast_state import state as _state, low_dtype as _low
-from ..dtypes import float16, float32
+from ..dtypes import float16, bfloat16, float32
 from ..tensor import Tensor
 
 __all__ = ["cast_low", "cast_float32"]
@@ -23,10 +23,11 @@ def cast_low(*xs):
 
 
 def cast_float32(*xs):
-    """For a precision-sensitive op: float16 Tensor inputs cast to float32 while autocast is on."""
+    """For a precision-sensitive op: float16 and bfloat16 Tensor inputs cast to float32 while autocast is on."""
     if not _state.active:
         return xs
     ref = next((x for x in xs if isinstance(x, Tensor)), None)
     if ref is None or _low(ref.device) is None:
         return xs
-    return tuple(x.to(dtype=float32) if isinstance(x, Tensor) and x.dtype == float16 else x for x in xs)
+    return tuple(x.to(dtype=float32) if isinstance(x, Tensor) and (x.dtype == float16 or x.dtype is bfloat16) else x
+                 for x in xs)

@@ -16,7 +16,7 @@ weight grad -> conv again; window gather <-> window scatter) and derivatives of 
 from ..autograd.function import Function
 from ..backends import backend_of_array
 from .reduction import Sum
-from .elementwise import MulScalar, mul
+from .elementwise import mul
 from .shape import reshape
 from . import batching
 
@@ -452,4 +452,4 @@ def max_pool2d(x, kh, kw, geom, oh, ow):
 def avg_pool2d(x, kh, kw, geom, oh, ow, scale):
     """Window sums times ``scale`` (a number, or an (OH, OW) tensor of 1/divisor per window)."""
     s = WindowSum.apply(x, kh, kw, geom, oh, ow)
-    return MulScalar.apply(s, scale) if isinstance(scale, float) else mul(s, scale)
+    return mul(s, scale)

@@ -14,7 +14,13 @@ from .elementwise import sign
 from .linalg import einsum
 from .solvers import _matrix, _tril, _lapack, _check_finite, Solve, SQUARE, _F32, _sym
 from . import batching
-from .registry import register, OpTest
+from .registry import register, OpTest as _OpTest, NO_BF16_LAPACK
+
+
+def OpTest(*args, **kw):
+    """An op-table entry of a LAPACK-backed op: it refuses bfloat16."""
+    return _OpTest(*args, no_bfloat16=NO_BF16_LAPACK, **kw)
+
 
 _RANK = "the gradient of QR needs a of full rank (R's diagonal non-zero), and this a is rank-deficient"
 

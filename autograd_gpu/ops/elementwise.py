@@ -15,6 +15,7 @@ from ..autograd import engine as _engine
 from ..autograd.grad_mode import state
 from ..tensor import Tensor
 from ..dtypes import scalar_result_dtype, result_type, get_default_dtype, complex_dtype, complex64, complex128
+from ..dtypes import is_floating, is_inexact, bfloat16, float32
 from .shape import broadcast_shapes, broadcast_to, sum_to
 from ._util import as_tensor
 from ..backends import get_backend as _get_backend
@@ -51,6 +52,8 @@ def _scalar_operand(t, v, op):
             t = t.to(dtype=rd)
             dt = rd
     backend = t.device.backend
+    if dt is bfloat16:                 # NumPy promotes bfloat16 with a Python float to float32: type it
+        return t, dt.type(v)
     return t, (v if backend.weak_scalars else backend.scalar(v, dt))
 
 
@@ -78,6 +81,10 @@ def _tensor_pair(a, b, op):
     if a.device is not b.device:
         raise RuntimeError(f"{op}: expected all tensors on one device, got {a.device} and {b.device}; "
                            "move one with .to()")
+    da, db = a.data.dtype, b.data.dtype
+    if (da is bfloat16 or db is bfloat16) and da is not db:   # NumPy cannot promote bfloat16: cast first
+        rd = result_type(da, db)
+        a, b = a.to(dtype=rd), b.to(dtype=rd)
     if (a.requires_grad or b.requires_grad) and state.enabled and (
             a.data.shape != b.data.shape or a.data.dtype != b.data.dtype):
         return _align(a, b, op)
@@ -95,7 +102,8 @@ def _binary(op, tensor_fn, scalar_fn, rscalar_fn, doc, array_fn=None):
         if isinstance(a, Tensor):
             if isinstance(b, Tensor):
                 ad, bd = a.data, b.data
-                if ad.shape != bd.shape or (a.requires_grad or b.requires_grad) and ad.dtype != bd.dtype:
+                if ad.shape != bd.shape or ad.dtype is not bd.dtype and (
+                        a.requires_grad or b.requires_grad or ad.dtype is bfloat16 or bd.dtype is bfloat16):
                     a, b = _tensor_pair(a, b, op)      # align for the graph, or a clear shape error
                 return tensor_fn(a, b)
             c = b.__class__
@@ -898,7 +906,7 @@ class Rsqrt(Function):
 
     @staticmethod
     def forward(ctx, x):
-        y = ctx.wrap(1.0 / ctx.xp.sqrt(x.data))
+        y = ctx.wrap(ctx.xp.reciprocal(ctx.xp.sqrt(x.data)))   # (1.0 / would make bfloat16 float32)
         ctx.save_for_backward(y)
         return y
 
@@ -1186,6 +1194,8 @@ class Erf(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
+        if x.data.dtype is bfloat16:         # erf in float32, rounded once
+            return ctx.wrap(ctx.device.backend.erf(x.data.astype(float32)).astype(bfloat16))
         return ctx.wrap(ctx.device.backend.erf(x.data))
 
     @staticmethod
@@ -1323,7 +1333,7 @@ def gelu(x, approximate="none"):
     x = as_tensor(x, "gelu")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    if x.data.dtype.kind == "f":                 # the fused Function; other dtypes as composed ops
+    if x.data.dtype.kind == "f":                 # the fused Function; other dtypes (bfloat16) as composed ops
         return Gelu.apply(x, approximate)
     if approximate == "none":
         return x * (erf(x * (1.0 / _SQRT_2)) + 1.0) * 0.5
@@ -1334,7 +1344,7 @@ def gelu(x, approximate="none"):
 def silu(x):
     """x * sigmoid(x) (also called swish)."""
     x = as_tensor(x, "silu")
-    if x.data.dtype.kind == "f":                 # the fused Function; other dtypes (complex) as composed ops
+    if is_floating(x.data.dtype):                # the fused Function; other dtypes (complex) as composed ops
         return Silu.apply(x)
     return x * sigmoid(x)
 
@@ -1430,7 +1440,8 @@ class Clamp(Function):
     def forward(ctx, x, lo, hi):
         ctx.save_for_backward(x)
         ctx.lo, ctx.hi = lo, hi
-        return ctx.wrap(ctx.xp.clip(x.data, lo, hi))
+        y = ctx.xp.clip(x.data, lo, hi)
+        return ctx.wrap(y if x.data.dtype is not bfloat16 else y.astype(bfloat16))   # (NumPy gives float32)
 
     @staticmethod
     def backward(ctx, grad):
@@ -1622,7 +1633,7 @@ def sgn(x):
 def angle(x):
     """The argument atan2(imag, real) in (-pi, pi]; for a real tensor 0 or pi (no gradient there)."""
     x = as_tensor(x, "angle")
-    if x.data.dtype.kind not in "fc":
+    if not is_inexact(x.data.dtype):
         x = x.to(dtype=get_default_dtype())
     return Angle.apply(x)
 

@@ -18,7 +18,7 @@ in single precision (complex64), as in PyTorch and CuPy; NumPy 2 does the same.
 """
 from ..autograd.function import Function
 from ..tensor import Tensor
-from ..dtypes import complex_dtype, real_dtype, get_default_dtype
+from ..dtypes import complex_dtype, real_dtype, get_default_dtype, bfloat16
 from .shape import pad, roll
 from .elementwise import real
 from ._util import as_tensor, normalize_dim
@@ -36,6 +36,7 @@ _DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 # PyTorch's convention (autograd.gradcheck perturbs real and imaginary parts separately).
 C = (complex64, complex128)
 R = (float32, float64)
+_NO_BF16 = "NumPy's and CuPy's FFTs have no bfloat16 transforms (PyTorch refuses them too)"
 _FTOL = {float32: {"rtol": 1e-4, "atol": 1e-5}, complex64: {"rtol": 1e-4, "atol": 1e-5}}
 _NORMS = [("", {}), ("_ortho", {"norm": "ortho"}), ("_forward", {"norm": "forward"})]
 
@@ -59,7 +60,7 @@ def _tests(fn, samples, dtypes, variants):
         out.append(OpTest(samples, ref=lambda np, a, rk=ref_kw: getattr(np.fft, fn)(a, **rk).astype(
                                _out_dtype(np, fn, a)),
                           op=(lambda x, k=kw: globals()[fn](x, **k)) if kw else None,
-                          name=f"fft.{fn}{suffix}", dtypes=dtypes, tol=_FTOL))
+                          name=f"fft.{fn}{suffix}", dtypes=dtypes, tol=_FTOL, no_bfloat16=_NO_BF16))
     return tuple(out)
 
 
@@ -138,6 +139,9 @@ def _input(x, op, want_real=False):
     precision; integers the default complex) or, for rfft, real (complex input is a TypeError)."""
     x = as_tensor(x, op)
     k = x.data.dtype.kind
+    if x.data.dtype is bfloat16:
+        raise TypeError(f"{op}: bfloat16 input is not supported (NumPy's and CuPy's FFTs have no bfloat16 "
+                        "transforms, and there is no bfloat16 complex dtype); convert it with .float()")
     if want_real:
         if k == "c":
             raise TypeError(f"{op}: expected a real input tensor, got {x.dtype}; use fft for complex input")
@@ -257,7 +261,7 @@ def ifft2(x, s=None, axes=(-2, -1), norm=None, *, dim=None):
                                                                                 ("_axis0", {"axis": 0})]) + (
     # a power spectrum: a real loss of a complex transform, the case the docs' example fits
     OpTest((((8,),),), ref=lambda np, a: (np.abs(np.fft.rfft(a)) ** 2).astype(a.dtype), op=lambda x: rfft(x).abs() ** 2,
-           name="fft.power_spectrum", dtypes=R, tol=_FTOL),))
+           name="fft.power_spectrum", dtypes=R, tol=_FTOL, no_bfloat16=_NO_BF16),))
 def rfft(x, n=None, axis=-1, norm=None, *, dim=None):
     """Transform of a real signal: the n // 2 + 1 non-negative frequency terms along ``axis``."""
     x = _input(x, "rfft", want_real=True)

@@ -16,6 +16,7 @@ from .inplace import apply_inplace, check_inplace
 from .shape import sum_to, broadcast_to, broadcast_shapes, flatten
 from ._util import as_tensor, normalize_dim
 from ..dtypes import int64
+from ..dtypes import is_inexact
 from .batching import BatchedTensor, _wrap, _bsizes
 from .registry import register, OpTest, COMPLEX
 
@@ -376,7 +377,7 @@ def setitem(x, idx, v):
                                f"and the value on {v.device}; move one with .to()")
     elif not isinstance(v, (int, float)):
         v = as_tensor(v, "setitem", like=x)
-    recording = state.enabled and x.dtype.kind in "fc" and (
+    recording = state.enabled and is_inexact(x.dtype) and (
         x.requires_grad or (isinstance(v, Tensor) and v.requires_grad))
     if not recording:
         check_inplace(x, False, "setitem")

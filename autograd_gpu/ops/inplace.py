@@ -5,6 +5,7 @@ from ..autograd.function import Function
 from ..autograd.grad_mode import state
 from ..tensor import Tensor
 from ..dtypes import result_type
+from ..dtypes import is_inexact
 from .shape import broadcast_to, broadcast_shapes
 from ._util import as_tensor
 from . import batching
@@ -45,7 +46,7 @@ def write_result(x, r, recording, op):
         raise RuntimeError(f"{op}: the result has shape {r.shape} but the tensor modified in place has shape "
                            f"{x.shape}; in-place ops cannot change the shape")
     if r.dtype != x.dtype:
-        if r.dtype.kind in "fc" and x.dtype.kind in "biu" or r.dtype.kind == "c" and x.dtype.kind != "c":
+        if is_inexact(r.dtype) and x.dtype.kind in "biu" or r.dtype.kind == "c" and x.dtype.kind != "c":
             raise TypeError(f"{op}: the result has dtype {r.dtype}, which cannot be stored in place in a "
                             f"tensor of dtype {x.dtype}")
         r = r.to(dtype=x.dtype)

@@ -4,7 +4,7 @@ import string
 
 from ..autograd.function import Function
 from ..tensor import Tensor
-from ..dtypes import result_type
+from ..dtypes import result_type, bfloat16, float32
 from ..creation import eye, ones
 from .shape import sum_to, broadcast_shapes, broadcast_to, reshape
 from ._util import as_tensor
@@ -215,7 +215,13 @@ class Einsum(Function):
         ctx.spec = spec
         ctx.save_for_backward(*xs)
         xp = ctx.xp
-        y = xp.asarray(xp.einsum(",".join(ins) + "->" + out, *(x.data for x in xs), optimize=len(xs) > 2))
+        arrays = [x.data for x in xs]
+        low = arrays[0].dtype is bfloat16          # NumPy's einsum has no bfloat16: float32, rounded once
+        if low:
+            arrays = [a.astype(float32) for a in arrays]
+        y = xp.asarray(xp.einsum(",".join(ins) + "->" + out, *arrays, optimize=len(xs) > 2))
+        if low:
+            y = y.astype(bfloat16)
         if any(xp.may_share_memory(y, x.data) for x in xs):    # NumPy returns views for 'ij->ji', 'ii->i'
             y = y.copy()
         return ctx.wrap(y)

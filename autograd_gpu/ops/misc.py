@@ -2,6 +2,7 @@
 from ..autograd.function import Function
 from ..tensor import Tensor, parse_to_args
 from ..dtypes import float64
+from ..dtypes import is_inexact
 from . import batching
 from .registry import register, OpTest, UNARY
 
@@ -17,7 +18,7 @@ class Cast(Function):
     @staticmethod
     def backward(ctx, grad):
         src = ctx.src
-        if src.kind not in "fc":
+        if not is_inexact(src):
             return None, None
         if src.kind == "f" and grad.data.dtype.kind == "c":    # a real input gets the real part
             from .elementwise import real

@@ -5,6 +5,7 @@ import math
 import numbers
 
 from ..creation import eye
+from ..dtypes import is_floating
 from . import reduction
 from .elementwise import abs as _abs
 from .linalg import einsum, matmul
@@ -12,7 +13,7 @@ from .shape import broadcast_shapes, broadcast_to, moveaxis, stack
 from .solvers import _matrix, inv, _wc, _F32
 from .decompositions import svdvals
 from ._util import as_tensor
-from .registry import register, OpTest
+from .registry import register, OpTest, NO_BF16_LAPACK
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "trace", "diagonal", "cross", "matrix_power", "multi_dot"]
 
@@ -22,7 +23,7 @@ INF = math.inf
 
 def _float(x, op):
     x = as_tensor(x, op)
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise TypeError(f"{op}: expected a floating-point tensor, got {x.dtype}")
     return x
 
@@ -62,11 +63,12 @@ def _matrix_axes(x, axis, op):
 
 @register(namespace="linalg", tests=tuple(
     OpTest((((3, 4),), ((2, 3, 3),)), ref=lambda np, a, o=o: np.linalg.matrix_norm(a, ord=o),
-           op=lambda x, o=o: matrix_norm(x, ord=o), name=f"linalg_matrix_norm_{o}", avoid=(0.0,), tol=_F32)
+           op=lambda x, o=o: matrix_norm(x, ord=o), name=f"linalg_matrix_norm_{o}", avoid=(0.0,), tol=_F32,
+           no_bfloat16=NO_BF16_LAPACK if o in ("nuc", 2, -2) else None)       # singular values
     for o in ("fro", "nuc", 2, -2, 1, -1, INF, -INF)) + (
     OpTest((((3, 2, 4),),), ref=lambda np, a: np.linalg.norm(a, ord=2, axis=(0, 2), keepdims=True),
            op=lambda x: matrix_norm(x, ord=2, axis=(0, 2), keepdims=True), name="linalg_matrix_norm_axis_keepdims",
-           tol=_F32),
+           tol=_F32, no_bfloat16=NO_BF16_LAPACK),
 ))
 def matrix_norm(x, ord="fro", axis=(-2, -1), keepdims=False):
     """NumPy's matrix norms over the two dims ``axis``: 'fro', 'nuc', 2, -2, 1, -1, inf, -inf.
@@ -99,7 +101,7 @@ def matrix_norm(x, ord="fro", axis=(-2, -1), keepdims=False):
     OpTest((((5,),),), ref=lambda np, a: np.linalg.norm(a, ord=1), op=lambda x: norm(x, ord=1),
            name="linalg_norm_ord_vector", avoid=(0.0,), tol=_F32),
     OpTest((((3, 4),),), ref=lambda np, a: np.linalg.norm(a, ord="nuc"), op=lambda x: norm(x, ord="nuc"),
-           name="linalg_norm_nuc", tol=_F32),
+           name="linalg_norm_nuc", tol=_F32, no_bfloat16=NO_BF16_LAPACK),
     OpTest((((3, 4),),), ref=lambda np, a: np.linalg.norm(a, axis=1), op=lambda x: norm(x, axis=1),
            name="linalg_norm_axis", tol=_F32),
     OpTest((((3, 2, 4),),), ref=lambda np, a: np.linalg.norm(a, ord=INF, axis=(2, 0)),
@@ -182,13 +184,16 @@ def cross(a, b, axis=-1):
     return moveaxis(c, -1, axis if axis >= 0 else c.ndim + axis)
 
 
+_MATRIX_POWER_BF16 = "it takes the LAPACK ops' float32/float64 inputs (negative powers invert)"
+
+
 @register(namespace="linalg", tests=(
     OpTest((((3, 3),), ((2, 2, 2),)), ref=lambda np, a: np.linalg.matrix_power(a, 3),
-           op=lambda x: matrix_power(x, 3), name="linalg_matrix_power", tol=_F32),
+           op=lambda x: matrix_power(x, 3), name="linalg_matrix_power", tol=_F32, no_bfloat16=_MATRIX_POWER_BF16),
     OpTest((((3, 3),),), ref="refs.linalg_matrix_power_neg", op=lambda x: matrix_power(_wc(x), -2),
-           name="linalg_matrix_power_neg", tol=_F32),
+           name="linalg_matrix_power_neg", tol=_F32, no_bfloat16=_MATRIX_POWER_BF16),
     OpTest((((2, 3, 3),),), ref=lambda np, a: np.linalg.matrix_power(a, 0), op=lambda x: matrix_power(x, 0),
-           name="linalg_matrix_power_0", grad=False, gradgrad=False),     # the identity: no path to the input
+           name="linalg_matrix_power_0", grad=False, gradgrad=False, no_bfloat16=_MATRIX_POWER_BF16),     # the identity: no path to the input
 ))
 def matrix_power(a, n):
     """a @ a @ ... (n times) by repeated squaring, batched; n = 0 gives identities, n < 0 powers of inv(a)."""

@@ -7,6 +7,7 @@ from ..autograd.function import Function
 from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
 from ..dtypes import get_default_dtype
+from ..dtypes import is_inexact, bfloat16, float32
 from .shape import broadcast_to, reshape
 from .elementwise import where, equal, isnan, logical_and, logical_or, sqrt, abs as _abs, exp, maximum, conj, real, imag, _no_complex
 from ._util import as_tensor, normalize_dims, normalize_dim, pick
@@ -38,6 +39,8 @@ class Sum(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdims):
         ctx.shape, ctx.axes, ctx.keepdims = x.data.shape, axes, keepdims
+        if x.data.dtype is bfloat16:       # NumPy would add in bfloat16: add in float32, round once
+            return ctx.wrap(ctx.xp.sum(x.data, axis=axes, keepdims=keepdims, dtype=float32).astype(bfloat16))
         return ctx.wrap(ctx.xp.sum(x.data, axis=axes, keepdims=keepdims))
 
     @staticmethod
@@ -81,7 +84,7 @@ def mean(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Mean over ``axis`` (all elements when None); integer inputs give the default float dtype."""
     x = as_tensor(x, "mean")
     axes = _axes(x, axis, dim, "mean")
-    if x.dtype.kind not in "fc":
+    if not is_inexact(x.dtype):
         x = x.to(dtype=get_default_dtype())
     n = 1
     for a in axes:

@@ -54,6 +54,8 @@ UNARY = (((3, 4),), ((),), ((0, 3),), ((2, 1, 3),))
 BINARY = (((2, 3), (2, 3)), ((2, 3), (3,)), ((), (4,)), ((3, 1), (1, 4)), ((2, 0), (2, 1)))
 # an entry on complex inputs: OpTest(..., **COMPLEX) (gradients checked in complex128, PyTorch's convention)
 COMPLEX = {"dtypes": (complex64, complex128), "tol": {complex64: {"rtol": 1e-4, "atol": 1e-5}}}
+# Why the LAPACK-backed ops refuse bfloat16 (OpTest's no_bfloat16): their TypeError says what to do
+NO_BF16_LAPACK = "LAPACK and cuSOLVER have no bfloat16 (PyTorch refuses it too)"
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,9 @@ class OpTest:
     when omitted. ``name``: the test id; the op's name when omitted. The rest as in the op table:
     inputs drawn from ``domain`` and kept away from ``avoid``, ``kinds`` per input (None float, "int",
     "bool", "index:N", "real"), ``tol`` per dtype, ``grad``/``gradgrad`` for the finite-difference checks.
+    Entries that take float32 also run in bfloat16 (computed against the reference in float32, with
+    bfloat16's tolerances, or ``tol[bfloat16]``); ``no_bfloat16="why"`` declares an op that refuses
+    bfloat16 instead, with a TypeError that the op table checks.
     """
     samples: tuple
     ref: object = None
@@ -79,6 +84,7 @@ class OpTest:
     gradgrad: bool = True
     tol: dict = field(default_factory=dict)
     kinds: tuple | None = None
+    no_bfloat16: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.samples, (tuple, list)) or not self.samples:

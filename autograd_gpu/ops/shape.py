@@ -3,7 +3,7 @@ import builtins
 
 from ..autograd.function import Function
 from ..tensor import Tensor
-from ..dtypes import result_type
+from ..dtypes import result_type, bfloat16, float32
 from ._util import as_tensor, normalize_dim, normalize_dims, shape_arg, pick
 from ..backends import host_asarray as _host_asarray
 from . import batching
@@ -76,7 +76,9 @@ def _sum_to_array(a, shape):
     lead = a.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and a.shape[i + lead] != 1)
     if axes:
-        a = a.sum(axis=axes, keepdims=True)
+        # bfloat16 adds in float32 and rounds once (NumPy would add in bfloat16)
+        a = a.sum(axis=axes, keepdims=True) if a.dtype is not bfloat16 else \
+            a.sum(axis=axes, keepdims=True, dtype=float32).astype(bfloat16)
         if lead:
             a = a.reshape(shape)
     return a

@@ -14,7 +14,13 @@ from ._autocast import cast_float32
 from ..creation import eye
 from ..dtypes import float32
 from . import batching
-from .registry import register, OpTest
+from .registry import register, OpTest as _OpTest, NO_BF16_LAPACK
+
+
+def OpTest(*args, **kw):
+    """An op-table entry of a LAPACK-backed op: it refuses bfloat16."""
+    return _OpTest(*args, no_bfloat16=NO_BF16_LAPACK, **kw)
+
 
 __all__ = ["inv", "solve", "det", "slogdet", "cholesky", "lstsq", "pinv"]
 
@@ -47,7 +53,7 @@ def _matrix(x, op, square=True, what="input"):
     """x as a float Tensor of at least 2 dims (square ones when ``square``), or a clear error; under
     autocast float16 goes up to float32 (LAPACK has no float16; PyTorch's autocast does the same)."""
     x, = cast_float32(as_tensor(x, op))
-    if x.dtype.kind != "f" or x.dtype.itemsize < 4:
+    if x.dtype.kind != "f" or x.dtype.itemsize < 4:       # float16 and bfloat16 too: LAPACK has neither
         raise TypeError(f"{op}: expected a float32 or float64 tensor, got {x.dtype}; convert it with .to(ag.float64)")
     if x.ndim < 2:
         raise ValueError(f"{op}: expected {what} to be a matrix or a batch of matrices (at least 2 dimensions), "

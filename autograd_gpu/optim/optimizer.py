@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from ..autograd.grad_mode import enable_grad
 from ..tensor import Tensor
+from ..dtypes import is_floating
 
 __all__ = ["Optimizer", "required"]
 
@@ -42,7 +43,7 @@ def _copy_state_value(value, param):
         value = Tensor(value)
     else:
         return value
-    dtype = param.dtype if value.dtype.kind == "f" else None
+    dtype = param.dtype if is_floating(value.dtype) else None
     out = value.to(device=param.device, dtype=dtype)
     return out._copy() if out.data is value.data or out is value else out
 

@@ -31,6 +31,13 @@ class OpInfo:
     tol: dict = field(default_factory=dict)   # {dtype: {"rtol": .., "atol": ..}} if defaults are too tight
     kinds: tuple | None = None           # per input: None (float), "int", "bool", "index:N" (ints in [0, N));
     #                                      "real" with complex dtypes: a real input of their precision
+    no_bfloat16: str | None = None       # why the op refuses bfloat16 (with a TypeError), if it does
+
+    @property
+    def bfloat16(self):
+        """Whether the entry runs in bfloat16: a float32 entry with a float input that does not refuse it."""
+        return ag.float32 in self.dtypes and self.no_bfloat16 is None and any(
+            k is None for k in (self.kinds or (None,)))
 
 
 
@@ -61,7 +68,7 @@ def registered(module=None):
         for t in d.tests:
             name = t.name or (d.name if d.namespace == "" else f"{d.namespace.split('.')[-1]}.{d.name}")
             out.append(OpInfo(name, t.op or d.fn, resolve_ref(t.ref, f"{d.qualname} ({name})"), tuple(t.samples),
-                              t.domain, t.avoid, t.dtypes, t.grad, t.gradgrad, t.tol, t.kinds))
+                              t.domain, t.avoid, t.dtypes, t.grad, t.gradgrad, t.tol, t.kinds, t.no_bfloat16))
     return out
 
 

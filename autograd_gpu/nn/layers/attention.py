@@ -2,6 +2,7 @@
 import math
 
 from ..module import Module
+from ...dtypes import is_floating
 from ..parameter import Parameter
 from .. import init
 from ... import creation
@@ -21,7 +22,7 @@ def _additive(mask, dtype, what):
     if mask.dtype.kind == "b":
         xp = mask.device.backend.xp
         return Tensor._make(xp.where(mask.data, -math.inf, 0.0).astype(dtype), mask.device)
-    if mask.dtype.kind != "f":
+    if not is_floating(mask.dtype):
         raise TypeError(f"MultiheadAttention: {what} must be bool or floating point, got {mask.dtype}")
     return mask if mask.dtype == dtype else mask.to(dtype=dtype)
 

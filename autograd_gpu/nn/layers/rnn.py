@@ -16,6 +16,7 @@ import threading
 import warnings
 
 from ..module import Module
+from ...dtypes import is_floating
 from ..parameter import Parameter
 from .. import init
 from .. import functional as F
@@ -398,7 +399,7 @@ class _Recurrence(Function):
 def _check_input(name, x, input_size, batched_dims):
     if not isinstance(x, Tensor):
         raise TypeError(f"{name}: expected the input to be a Tensor, got {type(x).__name__}")
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise TypeError(f"{name}: expected a floating-point input, got dtype {x.dtype}")
     if x.ndim not in (batched_dims - 1, batched_dims):
         raise ValueError(f"{name}: expected a {batched_dims - 1}-D (unbatched) or {batched_dims}-D (batched) input, "

@@ -3,6 +3,7 @@ pairs of ints, PyTorch's reduction names, inplace=, index range checks."""
 from ...autograd.grad_mode import state
 from ...backends import get_backend as _get_backend
 from ...dtypes import result_type
+from ...dtypes import is_floating
 from .._util import as_tensor
 
 _HOST = _get_backend("cpu").xp.ndarray    # a host array: some reductions take a faster route
@@ -10,7 +11,7 @@ _HOST = _get_backend("cpu").xp.ndarray    # a host array: some reductions take a
 
 def _float_tensor(x, op, name="input", like=None):
     x = as_tensor(x, op, like=like)
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise TypeError(f"{op}: expected {name} to be a floating-point tensor, got dtype {x.dtype}")
     return x
 

@@ -4,6 +4,7 @@ sigmoid, tanh as calls of the ag ops, which hold their math, tests and vmap rule
 import warnings
 
 from ...autograd.function import Function
+from ...dtypes import is_floating
 from .._autocast import cast_float32
 from ..elementwise import (exp, relu as _relu, leaky_relu as _leaky_relu, elu as _elu, gelu as _gelu, silu as _silu,
                            sigmoid as _sigmoid, tanh as _tanh, softplus as _softplus)
@@ -140,7 +141,7 @@ def _softmax_dim(x, dim, dtype, op):
     x = as_tensor(x, op)
     if dtype is not None:
         x = x.to(dtype=dtype)
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise TypeError(f"{op}: expected a floating-point tensor, got dtype {x.dtype}; pass dtype=")
     if dim is None:
         warnings.warn(f"{op}: implicit dimension choice is deprecated; pass dim=", stacklevel=3)

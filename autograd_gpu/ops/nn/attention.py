@@ -4,6 +4,7 @@ import builtins
 import math
 
 from ...autograd.function import Function
+from ...dtypes import is_floating
 from ...autograd.grad_mode import state
 from ...tensor import Tensor
 from .._autocast import cast_low
@@ -214,7 +215,7 @@ def _attn_mask(mask, q, op):
     if m.dtype.kind == "b":
         xp = m.device.backend.xp
         return Tensor._make(m.device.backend.call(lambda: xp.where(m.data, 0.0, -math.inf).astype(q.dtype)), m.device)
-    if m.dtype.kind != "f":
+    if not is_floating(m.dtype):
         raise TypeError(f"{op}: expected attn_mask to be bool or floating point, got dtype {m.dtype}")
     return m if m.dtype == q.dtype else m.to(dtype=q.dtype)
 

@@ -1,6 +1,7 @@
 """nn.functional's dropout (a family of its own, as in PyTorch): elements zeroed with probability p and the
 rest scaled, the mask drawn from the device's generator."""
 from ...tensor import Tensor
+from ...dtypes import is_floating
 from ..elementwise import Mul
 from .._util import as_tensor
 from ..registry import register, OpTest
@@ -20,7 +21,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise ValueError(f"dropout: expected a probability p in [0, 1], got {p!r}")
     if not training or p == 0:
         return x
-    if x.dtype.kind != "f":
+    if not is_floating(x.dtype):
         raise TypeError(f"dropout: expected a floating-point tensor, got dtype {x.dtype}")
     backend = x.device.backend
     if p == 1:

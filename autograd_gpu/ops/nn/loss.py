@@ -5,6 +5,7 @@ import warnings
 
 from ...autograd import function as _function
 from ...autograd.function import Function
+from ...dtypes import is_floating
 from ...tensor import Tensor
 from .._autocast import cast_float32
 from ..elementwise import (Mul, Softplus, mul, where, clamp, log, square, greater, equal, abs as _abs)
@@ -331,7 +332,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     w = _class_weight(weight, c, x, op)
     if w is not None and w.dtype != x.dtype:
         w = w.to(dtype=x.dtype)
-    if t.dtype.kind == "f":
+    if is_floating(t.dtype):
         return _soft_cross_entropy(x, t, w, cdim, reduction, label_smoothing)
     if t.dtype.kind not in "iu":
         raise TypeError(f"{op}: expected class indices (an integer tensor) or probabilities (a float tensor), "
