@@ -9,6 +9,7 @@ because every object a node keeps alive is one more for Python's cyclic GC to wa
 """
 import itertools
 import traceback
+from typing import Any, Callable, Optional
 
 from .grad_mode import state
 from ..device import get_default_device
@@ -56,7 +57,7 @@ class Function:
 
     # How vmap batches a call (ops/batching.py): a rule ``rule(cls, args, kwargs)``; None runs the op once
     # per example with a warning (a user's Function). Every built-in op declares one (tests/test_registry.py).
-    batch_rule = None
+    batch_rule: Optional[Callable[..., Any]] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
