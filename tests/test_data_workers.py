@@ -159,7 +159,7 @@ def test_global_rng_augmentation_is_reproducible_and_seeded_per_worker():
             first.setdefault(wid, v)
     for wid, (py, npy, agv) in first.items():
         assert py == np.float32(random.Random(base + wid).random())       # (batched as float32)
-        ag.manual_seed(base + wid)
+        ag.backends.get_backend("cpu").seed(base + wid)                    # ag's CPU generator
         assert agv == np.float32(ag.rand(1).item())
     assert first[0][1] != first[1][1]                      # NumPy's global generator differs per worker
     c = _batches(DataLoader(GlobalRandom(), 3, shuffle=True, generator=12, num_workers=2))
@@ -396,6 +396,47 @@ def test_tensors_that_require_grad_cross_as_leaves_and_graphs_do_not():
     with pytest.raises(RuntimeError, match="requires grad and is not a leaf"):
         list(DataLoader(TensorDataset(w), 3, num_workers=1))
     assert _no_children()
+
+
+def _shm_files():
+    return sorted(f for f in os.listdir("/dev/shm") if f.startswith(f"ag_dataloader_{os.getpid()}_"))
+
+
+def _mapped(array):
+    """Whether the array's memory is a shared-memory mapping (an mmap under its bases)."""
+    b = array
+    while getattr(b, "base", None) is not None and not isinstance(b, memoryview):
+        b = b.base
+    return isinstance(b, memoryview) and type(b.obj).__name__ == "mmap"
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm: batches travel in the pickle")
+def test_large_arrays_travel_in_shared_memory_and_no_file_is_left():
+    ds = TensorDataset(ag.randn(96, 300), ag.arange(96))             # 32 x 300 float32 = 37.5 KiB per batch...
+    big = DataLoader(ds, 64, num_workers=2)                           # ...64 rows = 75 KiB: out of band
+    (x, y), (x2, _) = list(big)
+    assert _mapped(x.data) and not _mapped(y.data) and x.data.flags.writeable
+    np.testing.assert_array_equal(np.concatenate([x.numpy(), x2.numpy()]), ds.tensors[0].numpy())
+    small = next(iter(DataLoader(ds, 32, num_workers=1)))
+    assert not _mapped(small[0].data)
+    assert _shm_files() == []
+    for b in DataLoader(ds, 64, num_workers=2, prefetch_factor=4):  # leave with a batch still in flight
+        break
+    per = DataLoader(ds, 64, num_workers=2, persistent_workers=True)
+    it = iter(per)
+    next(it)
+    time.sleep(0.2)
+    assert [b[0].numpy().shape for b in per] == [(64, 300), (32, 300)]    # the old epoch's batch is dropped
+    del it, per
+    gc.collect()
+    assert _no_children() and _shm_files() == []
+    with pytest.raises(ValueError):
+        list(DataLoader(Slow(64, boom=40), 1, num_workers=2, collate_fn=_as_big_array))
+    assert _shm_files() == []
+
+
+def _as_big_array(samples):
+    return np.zeros((len(samples), 1 << 15), np.float32) + samples[0]
 
 
 # -- pin_memory -------------------------------------------------------------------------------------------

@@ -9,17 +9,20 @@ persistent_workers), when a worker's exception or a timeout is raised, when the 
 early and the iterator is garbage-collected, on Ctrl-C in the main process, and at interpreter exit.
 """
 import atexit
-import multiprocessing
+import itertools
+import os
 import queue
 import signal
 import time
 import weakref
 
-from ._worker import worker_loop, WorkerSpec, dumps, loads, POLL_S, BATCH, END, ERROR
+from ._worker import (worker_loop, WorkerSpec, dumps, loads_batch, discard_batch, remove_shm_files, shm_available,
+                      POLL_S, BATCH, END, ERROR)
 
 __all__ = ["MultiProcessIter"]
 
 _live = weakref.WeakSet()       # iterators whose workers may still run
+_serial = itertools.count()
 
 
 @atexit.register
@@ -44,7 +47,7 @@ class MultiProcessIter:
         self._num_workers, self._prefetch = n, loader.prefetch_factor or 2
         self._timeout, self._persistent = loader.timeout, loader.persistent_workers
         self._pinner = loader._pinner()
-        self._shut = False
+        self._shut, self._shm_prefix = False, None
         self._workers, self._index_queues = [], []
         self._result_queue = ctx.Queue()
         self._done = ctx.Event()
@@ -52,8 +55,9 @@ class MultiProcessIter:
         self._epoch = 0
         tasks, base_seed = loader._epoch_plan()
         forked = ctx.get_start_method() == "fork"
+        self._shm_prefix = f"ag_dataloader_{os.getpid()}_{next(_serial)}_" if shm_available() else None
         spec = WorkerSpec(loader.dataset, loader._iterable, loader.collate_fn, loader.batch_size, loader.drop_last,
-                          loader.worker_init_fn, base_seed, n, forked)
+                          loader.worker_init_fn, base_seed, n, forked, self._shm_prefix)
         if not forked:                     # the spec travels pickled: say so when it cannot
             try:
                 spec = dumps(spec)
@@ -80,6 +84,9 @@ class MultiProcessIter:
         return self
 
     def _begin(self, tasks):
+        for _, kind, payload in getattr(self, "_cache", {}).values():    # an epoch left early: drop its batches
+            if kind == BATCH:
+                discard_batch(payload)
         self._tasks = iter(tasks)
         self._send_idx = self._rcvd_idx = 0
         self._cache = {}                   # idx -> (worker_id, kind, payload) that came early
@@ -129,6 +136,8 @@ class MultiProcessIter:
                 else:
                     epoch, idx, wid, kind, payload = self._get(deadline)
                     if epoch != self._epoch:
+                        if kind == BATCH:
+                            discard_batch(payload)
                         continue
                     if idx != self._rcvd_idx:
                         self._cache[idx] = (wid, kind, payload)
@@ -143,7 +152,7 @@ class MultiProcessIter:
                     self._put_task()
                     continue
                 self._put_task()
-                batch = loads(payload)
+                batch = loads_batch(payload)
                 return batch if self._pinner is None else self._pinner(batch)
         except StopIteration:
             raise
@@ -198,6 +207,8 @@ class MultiProcessIter:
             for q in (*self._index_queues, self._result_queue):
                 q.cancel_join_thread()
                 q.close()
+            if self._shm_prefix is not None:
+                remove_shm_files(self._shm_prefix)
 
     def __del__(self):
         try:
@@ -209,6 +220,7 @@ class MultiProcessIter:
 def get_context(method):
     """A multiprocessing context for ``method``: None (the platform's default), 'fork', 'spawn',
     'forkserver', or a context object."""
+    import multiprocessing                 # here: `import autograd_gpu` does not pay for it
     if method is None:
         return multiprocessing.get_context()
     if isinstance(method, str):

@@ -9,7 +9,14 @@ it gets None, the loader's done event is set, or its parent process is gone.
 Batches cross as bytes pickled here (``dumps``): a Tensor becomes its host array, device and
 requires_grad flag, and is made again in the main process on the same device (Tensors refuse plain
 pickling). The same pickler carries the dataset to workers started with 'spawn' or 'forkserver'.
+Where there is a /dev/shm (Linux), the data of arrays of 64 KiB or more travels out of band
+(pickle protocol 5) in one shared-memory file per batch: the worker writes it, the main process maps
+it and unlinks it at once, and the batch's arrays are views of that mapping (freed with them) instead
+of copies read through a pipe. Files of batches never received are removed when the loader shuts
+its workers down (and by a worker that finds its main process gone).
 """
+import glob
+import mmap
 import io
 import os
 import pickle
@@ -26,6 +33,8 @@ from ._fetch import make_fetcher, Exhausted
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
+SHM_DIR = "/dev/shm"
+SHM_MIN_BYTES = 1 << 16  # smaller buffers stay in the pickle
 POLL_S = 0.25            # how often a blocked worker (or the main process) checks that the other side lives
 BATCH, END, ERROR = "batch", "end", "error"
 
@@ -90,6 +99,74 @@ def dumps(obj):
 loads = pickle.loads
 
 
+def shm_available():
+    return os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK)
+
+
+def dumps_batch(obj, path):
+    """``(pickle bytes, shm)``: shm is None, or ``(path, spans, size)`` when the large buffers were written
+    to the shared-memory file ``path`` (None: everything in band)."""
+    big = []
+
+    def out_of_band(buf):
+        raw = buf.raw()
+        if path is None or raw.nbytes < SHM_MIN_BYTES:
+            return True                           # in band
+        big.append(raw)
+        return False
+    f = io.BytesIO()
+    _Pickler(f, protocol=5, buffer_callback=out_of_band).dump(obj)
+    if not big:
+        return f.getvalue(), None
+    spans, size = [], 0
+    for raw in big:
+        spans.append((size, raw.nbytes))
+        size += -(-raw.nbytes // 64) * 64           # 64-byte aligned
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, size)
+        with mmap.mmap(fd, size) as mm:
+            for (off, n), raw in zip(spans, big):
+                mm[off:off + n] = raw
+    finally:
+        os.close(fd)
+    return f.getvalue(), (path, spans, size)
+
+
+def loads_batch(payload):
+    """The batch ``dumps_batch`` made; its shared-memory file (if any) is mapped and unlinked."""
+    data, shm = payload
+    if shm is None:
+        return pickle.loads(data)
+    path, spans, size = shm
+    fd = os.open(path, os.O_RDWR)
+    try:
+        mm = mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    view = memoryview(mm)
+    return pickle.loads(data, buffers=[view[off:off + n] for off, n in spans])
+
+
+def discard_batch(payload):
+    """Remove the shared-memory file of a batch that will not be handed out."""
+    shm = payload[1] if isinstance(payload, tuple) else None
+    if shm is not None:
+        try:
+            os.unlink(shm[0])
+        except FileNotFoundError:
+            pass
+
+
+def remove_shm_files(prefix):
+    for p in glob.glob(os.path.join(SHM_DIR, glob.escape(prefix) + "*")):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+
+
 class _KeyErrorMessage(str):
     """KeyError's str() is the repr of its argument; this keeps the traceback's line breaks readable."""
 
@@ -131,10 +208,11 @@ class WorkerSpec:
     """Everything a worker needs, handed over once when it starts."""
 
     def __init__(self, dataset, iterable, collate_fn, batch_size, drop_last, worker_init_fn, base_seed,
-                 num_workers, forked):
+                 num_workers, forked, shm_prefix):
         self.dataset, self.iterable, self.collate_fn = dataset, iterable, collate_fn
         self.batch_size, self.drop_last, self.worker_init_fn = batch_size, drop_last, worker_init_fn
         self.base_seed, self.num_workers, self.forked = base_seed, num_workers, forked
+        self.shm_prefix = shm_prefix             # None: batches travel in the pickle
 
 
 def seed_worker(base_seed, worker_id, forked):
@@ -176,7 +254,7 @@ def worker_loop(spec, index_queue, result_queue, done_event, epoch_value, worker
                 fetcher = make_fetcher(spec.dataset, False, spec.collate_fn, spec.batch_size, spec.drop_last)
         except Exception:
             init_error = WorkerError(worker_id, pid, "in worker_init_fn")
-        epoch, exhausted = None, False
+        epoch, exhausted, sent = None, False, 0
         while not done_event.is_set():
             try:
                 task = index_queue.get(timeout=POLL_S)
@@ -206,7 +284,11 @@ def worker_loop(spec, index_queue, result_queue, done_event, epoch_value, worker
                 result_queue.put((task_epoch, idx, worker_id, END, None))
                 continue
             try:
-                msg = (task_epoch, idx, worker_id, BATCH, dumps(fetcher.fetch(index)))
+                batch = fetcher.fetch(index)
+                path = None if spec.shm_prefix is None else f"{SHM_DIR}/{spec.shm_prefix}{worker_id}_{sent}"
+                sent += 1
+                msg = (task_epoch, idx, worker_id, BATCH, dumps_batch(batch, path))
+                del batch
             except Exhausted:
                 exhausted = True
                 msg = (task_epoch, idx, worker_id, END, None)
@@ -217,4 +299,6 @@ def worker_loop(spec, index_queue, result_queue, done_event, epoch_value, worker
         pass                                   # Ctrl-C reached the whole process group; the main process handles it
     if done_event.is_set() or os.getppid() != parent_pid:
         result_queue.cancel_join_thread()      # nobody reads what is still queued: do not wait to flush it
+    if os.getppid() != parent_pid and getattr(spec, "shm_prefix", None):
+        remove_shm_files(f"{spec.shm_prefix}{worker_id}_")       # nobody will map them
     result_queue.close()

@@ -38,8 +38,8 @@ class DataLoader:
     puts CPU batches in page-locked host memory when CUDA is in use (a no-op otherwise).
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, drop_last=False, collate_fn=None,
-                 generator=None, *, num_workers=0, worker_init_fn=None, persistent_workers=False,
+    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, collate_fn=None, generator=None,
+                 sampler=None, *, num_workers=0, worker_init_fn=None, persistent_workers=False,
                  prefetch_factor=None, pin_memory=False, timeout=0, multiprocessing_context=None):
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
