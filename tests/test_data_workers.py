@@ -435,6 +435,18 @@ def test_large_arrays_travel_in_shared_memory_and_no_file_is_left():
     assert _shm_files() == []
 
 
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm: batches travel in the pickle")
+def test_a_full_shared_memory_falls_back_to_the_pickle(monkeypatch):
+    def full(fd, data, offset):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "pwrite", full)                            # (forked workers inherit it)
+    ds = TensorDataset(ag.randn(128, 300))
+    got = [x for (x,) in DataLoader(ds, 64, num_workers=1)]
+    assert not any(_mapped(x.data) for x in got)
+    np.testing.assert_array_equal(np.concatenate([x.numpy() for x in got]), ds.tensors[0].numpy())
+    assert _shm_files() == []
+
+
 def _as_big_array(samples):
     return np.zeros((len(samples), 1 << 15), np.float32) + samples[0]
 

@@ -122,14 +122,19 @@ def dumps_batch(obj, path):
     for raw in big:
         spans.append((size, raw.nbytes))
         size += -(-raw.nbytes // 64) * 64           # 64-byte aligned
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-    try:
-        os.ftruncate(fd, size)
-        with mmap.mmap(fd, size) as mm:
+    try:                                            # written, not mapped: a full /dev/shm is an OSError
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)   # (ENOSPC), not a SIGBUS
+        try:
             for (off, n), raw in zip(spans, big):
-                mm[off:off + n] = raw
-    finally:
-        os.close(fd)
+                done = 0
+                while done < n:
+                    done += os.pwrite(fd, raw[done:], off + done)
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+    except OSError:
+        discard_batch((None, (path,)))
+        return dumps(obj), None                     # this batch travels in the pickle
     return f.getvalue(), (path, spans, size)
 
 
@@ -155,7 +160,7 @@ def discard_batch(payload):
     if shm is not None:
         try:
             os.unlink(shm[0])
-        except FileNotFoundError:
+        except OSError:
             pass
 
 
