@@ -39,14 +39,15 @@ def import_mpi():
 
 
 def abort_job(message):
-    """Print ``message`` on stderr, flush (MPICH's launcher can drop output racing an abort), and end
-    every rank of the job with status 1."""
+    """Print ``message`` on stderr, flush, give MPICH's launcher a moment to forward it (output that
+    races an abort can be dropped), and end every rank of the job with status 1."""
     sys.stderr.write(message.rstrip("\n") + "\n")
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:
             pass
+    time.sleep(0.3)
     import_mpi().COMM_WORLD.Abort(1)
 
 
@@ -116,14 +117,12 @@ class Watch:
     # -- numbering and waiting -----------------------------------------------------------------------
     def start(self, what):
         """The number of the collective about to be posted; raises when it cannot complete because a
-        rank has left."""
-        if self.closed:
-            raise RuntimeError(f"ag.distributed: {what}: the process group was destroyed; call "
-                               "init_process_group() again")
+        rank has left (news of one that leaves now is read while waiting)."""
         n = self.seq
-        if self._rx.Test():
-            self._heard()
-        if self.left:
+        if self.left or self.closed:
+            if self.closed:
+                raise RuntimeError(f"ag.distributed: {what}: the process group was destroyed; call "
+                                   "init_process_group() again")
             self._check(n, what)
         self.seq = n + 1
         return n
@@ -131,6 +130,8 @@ class Watch:
     def wait(self, req, n, what):
         """Wait for ``req`` (collective number ``n``, described by ``what`` in messages)."""
         test = req.Test
+        if test():
+            return
         for _ in range(_SPIN):
             if test():
                 return
