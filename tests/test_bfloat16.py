@@ -115,6 +115,69 @@ def test_gradients_and_optimizer_steps_stay_bfloat16(device):
             assert not np.array_equal(p.float().numpy(), b.float().numpy())
 
 
+class _Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x):
+        return self.attn(x, x, x)[0]
+
+
+LAYERS = {
+    "activations": (lambda: nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.Sigmoid(), nn.Linear(8, 8),
+                                          nn.GELU(), nn.Linear(8, 8), nn.SiLU(), nn.Linear(8, 8), nn.ReLU()),
+                    lambda d: ag.randn(3, 4, device=d)),
+    "cnn": (lambda: nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.BatchNorm2d(4), nn.Flatten(),
+                                  nn.Linear(36, 2)),
+            lambda d: ag.randn(2, 1, 8, 8, device=d)),
+    "layer_norm": (lambda: nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 3)),
+                   lambda d: ag.randn(3, 4, device=d)),
+    "embedding": (lambda: nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 2)),
+                  lambda d: ag.tensor([[1, 2], [3, 4]], device=d)),
+    "lstm": (lambda: nn.LSTM(4, 6, batch_first=True), lambda d: ag.randn(2, 3, 4, device=d)),
+    "gru": (lambda: nn.GRU(4, 6, batch_first=True), lambda d: ag.randn(2, 3, 4, device=d)),
+    "attention": (_Attention, lambda d: ag.randn(2, 3, 8, device=d)),
+    "transformer": (lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
+                    lambda d: ag.randn(2, 3, 8, device=d)),
+}
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_layers_run_and_train_in_bfloat16_close_to_float32(name, device):
+    """A bfloat16 copy of each model gives bfloat16 outputs and gradients close to its float32 twin on
+    the same (rounded) weights and inputs, and every optimizer steps it (no CUDA kernel gets bfloat16:
+    the stand-in refuses them)."""
+    make, inputs = LAYERS[name]
+    ag.manual_seed(0)
+    wide = make().to(device)
+    with ag.no_grad():
+        for p in wide.parameters():
+            p.copy_(p.to(bf16).float())
+    low = make().to(device)
+    low.load_state_dict(wide.state_dict())
+    low.to(bf16)
+    x = inputs(device)
+    if x.dtype == ag.float32:
+        x = x.to(bf16).float()
+    outs = []
+    for model, xi in ((wide, x), (low, x.to(bf16) if x.dtype == ag.float32 else x)):
+        out = model(xi)
+        out = out[0] if isinstance(out, tuple) else out
+        out.float().sum().backward()
+        outs.append(out)
+    assert outs[1].dtype == bf16
+    scale = float(np.abs(outs[0].detach().numpy()).max()) + 1.0
+    np.testing.assert_allclose(outs[1].float().detach().numpy(), outs[0].detach().numpy(), rtol=0.05, atol=0.05 * scale)
+    for (n, pw), pl in zip(wide.named_parameters(), low.parameters()):
+        assert pl.grad.dtype == bf16, n
+        gscale = float(np.abs(pw.grad.numpy()).max()) + 1e-3
+        np.testing.assert_allclose(pl.grad.float().numpy(), pw.grad.numpy(), rtol=0.1, atol=0.1 * gscale, err_msg=n)
+    for opt in (ag.optim.SGD, ag.optim.Adam, ag.optim.AdamW, ag.optim.RMSprop, ag.optim.Adagrad):
+        opt(low.parameters(), lr=1e-3).step()
+    assert all(p.dtype == bf16 and np.isfinite(p.float().detach().numpy()).all() for p in low.parameters())
+
+
 def test_requires_grad_and_default_dtype():
     assert ag.ones(2, dtype=bf16).requires_grad_().requires_grad
     ag.set_default_dtype(bf16)

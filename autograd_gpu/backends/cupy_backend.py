@@ -218,8 +218,13 @@ class CupyBackend(*CUPY_MIXINS, Backend):
     # -- kernels where the namespaces differ ---------------------------------------------------
     def scatter_add(self, out, index, values):
         with self._cuda_device:
-            if out.dtype.name in _ATOMIC_ADD or out.dtype.kind not in "biu":
+            if out.dtype.name in _ATOMIC_ADD or out.dtype.kind not in "biuV":
                 self.cupyx.scatter_add(out, index, values)
+                return
+            if out.dtype.name == "bfloat16":      # no bfloat16 atomics in CuPy: add in float32, round once
+                acc = out.astype(np.float32)
+                self.cupyx.scatter_add(acc, index, values.astype(np.float32))
+                out[...] = acc.astype(out.dtype)
                 return
             # CuPy has no atomic add for bool, int8, int16, uint8, uint16 (nor int64 before CuPy 14): it
             # raises TypeError. Add in uint64, whose wrapping sums are two's-complement sums, then fold the
@@ -242,6 +247,13 @@ class CupyBackend(*CUPY_MIXINS, Backend):
         with self._cuda_device:
             if self.capturing and a.dtype.kind in "fc" and b.dtype.kind in "fc":
                 return cublas_graph.matmul(self.xp, a, b, out)
+            if a.dtype.kind == "V" or b.dtype.kind == "V":   # bfloat16: a bfloat16 result (float32 accumulation)
+                y = self.xp.matmul(a, b)
+                y = y if y.dtype == a.dtype else y.astype(a.dtype)
+                if out is None:
+                    return y
+                out[...] = y
+                return out
             return self.xp.matmul(a, b) if out is None else self.xp.matmul(a, b, out=out)
 
     def row_dot(self, a, b):

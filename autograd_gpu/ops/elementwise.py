@@ -243,7 +243,8 @@ class Mul(Function):
             g = grad.data
             if need_a and need_b and g.__class__ is not _HOST:      # (the CPU skips the look-ups)
                 be = ctx.device.backend
-                if be.fused_mul_grads and g.shape == ad.shape == bd.shape and g.dtype == ad.dtype == bd.dtype:
+                if be.fused_mul_grads and g.shape == ad.shape == bd.shape and g.dtype == ad.dtype == bd.dtype \
+                        and g.dtype is not bfloat16:       # (no bfloat16 kernels: the ufuncs below)
                     # one kernel for both products on CUDA, the one for a leaf (w of x * w, used at every
                     # step) added into the gradient total the engine already holds for it
                     acc = _engine.leaf_sum(ctx, 1, g.shape, g.dtype)
@@ -987,7 +988,7 @@ class Tanh(Function):
     def backward(ctx, grad):
         if ctx._direct():
             yd, = ctx._saved_arrays()
-            if yd.dtype.kind != "c":
+            if yd.dtype.kind == "f":           # (bfloat16: TanhBackward's ufuncs; complex: composed)
                 return ctx.wrap(ctx.device.backend.tanh_backward(grad.data, yd))    # one kernel on CUDA
         y, = ctx.saved_tensors
         if y.data.dtype.kind == "c":             # composed: TanhBackward's own backward is for real y
@@ -1004,7 +1005,10 @@ class TanhBackward(Function):
     @staticmethod
     def forward(ctx, grad, y):
         ctx.save_for_backward(grad, y)
-        return ctx.wrap(ctx.device.backend.tanh_backward(grad.data, y.data))
+        yd = y.data
+        if yd.dtype is bfloat16:               # ufuncs: the CUDA kernel takes no bfloat16
+            return ctx.wrap(grad.data * (1 - yd * yd))
+        return ctx.wrap(ctx.device.backend.tanh_backward(grad.data, yd))
 
     @staticmethod
     def backward(ctx, gg):
@@ -1042,7 +1046,7 @@ class Sigmoid(Function):
     def backward(ctx, grad):
         if ctx._direct():
             yd, = ctx._saved_arrays()
-            if yd.dtype.kind != "c":
+            if yd.dtype.kind == "f":           # (bfloat16: SigmoidBackward's ufuncs; complex: composed)
                 return ctx.wrap(ctx.device.backend.sigmoid_backward(grad.data, yd))    # one kernel on CUDA
         y, = ctx.saved_tensors
         if y.data.dtype.kind == "c":             # composed, as Tanh's
@@ -1058,7 +1062,10 @@ class SigmoidBackward(Function):
     @staticmethod
     def forward(ctx, grad, y):
         ctx.save_for_backward(grad, y)
-        return ctx.wrap(ctx.device.backend.sigmoid_backward(grad.data, y.data))
+        yd = y.data
+        if yd.dtype is bfloat16:               # ufuncs: the CUDA kernel takes no bfloat16
+            return ctx.wrap(grad.data * (yd * (1 - yd)))
+        return ctx.wrap(ctx.device.backend.sigmoid_backward(grad.data, yd))
 
     @staticmethod
     def backward(ctx, gg):
@@ -1083,7 +1090,8 @@ class Relu(Function):
     def backward(ctx, grad):
         if ctx._direct():
             yd, = ctx._saved_arrays()
-            return ctx.wrap(ctx.device.backend.relu_backward(grad.data, yd))      # one kernel on CUDA
+            if yd.dtype is not bfloat16:       # (the CUDA kernels take no bfloat16: ReluBackward's ufuncs do)
+                return ctx.wrap(ctx.device.backend.relu_backward(grad.data, yd))      # one kernel on CUDA
         y, = ctx.saved_tensors
         return ReluBackward.apply(grad, y)
 
@@ -1096,6 +1104,8 @@ class ReluBackward(Function):
     @staticmethod
     def forward(ctx, grad, x):
         ctx.save_for_backward(x)
+        if x.data.dtype is bfloat16:           # ufuncs: the CUDA kernel takes no bfloat16
+            return ctx.wrap(grad.data * (x.data > 0))
         return ctx.wrap(ctx.device.backend.relu_backward(grad.data, x.data))
 
     @staticmethod
@@ -1344,7 +1354,7 @@ def gelu(x, approximate="none"):
 def silu(x):
     """x * sigmoid(x) (also called swish)."""
     x = as_tensor(x, "silu")
-    if is_floating(x.data.dtype):                # the fused Function; other dtypes (complex) as composed ops
+    if x.data.dtype.kind == "f":                 # the fused Function; other dtypes (complex, bfloat16) as composed ops
         return Silu.apply(x)
     return x * sigmoid(x)
 

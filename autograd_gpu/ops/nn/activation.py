@@ -4,7 +4,7 @@ sigmoid, tanh as calls of the ag ops, which hold their math, tests and vmap rule
 import warnings
 
 from ...autograd.function import Function
-from ...dtypes import is_floating
+from ...dtypes import is_floating, bfloat16
 from .._autocast import cast_float32
 from ..elementwise import (exp, relu as _relu, leaky_relu as _leaky_relu, elu as _elu, gelu as _gelu, silu as _silu,
                            sigmoid as _sigmoid, tanh as _tanh, softplus as _softplus)
@@ -160,7 +160,8 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     """exp(x) / sum(exp(x)) along dim, shifted by the max so it never overflows."""
     input, = cast_float32(input)   # autocast: run in float32
     x, d, scalar = _softmax_dim(input, dim, dtype, "softmax")
-    y = Softmax.apply(x, d)
+    # bfloat16 in float32, rounded once, as PyTorch computes it (the fused kernels have no bfloat16)
+    y = Softmax.apply(x, d) if x.dtype is not bfloat16 else Softmax.apply(x.float(), d).to(dtype=bfloat16)
     return y.reshape(()) if scalar else y
 
 
@@ -173,5 +174,5 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """x - logsumexp(x) along dim, computed in one fused, max-shifted pass."""
     input, = cast_float32(input)   # autocast: run in float32
     x, d, scalar = _softmax_dim(input, dim, dtype, "log_softmax")
-    y = LogSoftmax.apply(x, d)
+    y = LogSoftmax.apply(x, d) if x.dtype is not bfloat16 else LogSoftmax.apply(x.float(), d).to(dtype=bfloat16)
     return y.reshape(()) if scalar else y

@@ -4,7 +4,7 @@ import builtins
 import math
 
 from ...autograd.function import Function
-from ...dtypes import is_floating
+from ...dtypes import is_floating, bfloat16
 from ...autograd.grad_mode import state
 from ...tensor import Tensor
 from .._autocast import cast_low
@@ -247,6 +247,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     dropout_p > 0 drops attention weights; scale defaults to 1/sqrt(E). With enable_gqa, key and value
     may have fewer heads (dim -3) than query, each shared by a group of query heads."""
     op = "scaled_dot_product_attention"
+    if isinstance(query, Tensor) and query.dtype is bfloat16:
+        # in float32, the result rounded once (the fused softmax kernels have no bfloat16)
+        widen = [x.float() if isinstance(x, Tensor) and x.dtype is bfloat16 else x for x in (query, key, value, attn_mask)]
+        return scaled_dot_product_attention(*widen, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                                            enable_gqa=enable_gqa).to(dtype=bfloat16)
     q = _float_tensor(query, op, "query")
     k = _float_tensor(key, op, "key", like=q)
     v = _float_tensor(value, op, "value", like=q)

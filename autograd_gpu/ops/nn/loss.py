@@ -5,7 +5,7 @@ import warnings
 
 from ...autograd import function as _function
 from ...autograd.function import Function
-from ...dtypes import is_floating
+from ...dtypes import is_floating, bfloat16
 from ...tensor import Tensor
 from .._autocast import cast_float32
 from ..elementwise import (Mul, Softplus, mul, where, clamp, log, square, greater, equal, abs as _abs)
@@ -269,6 +269,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     """Negative log-likelihood of log-probabilities (N, C, d...) (or (C,)) at class indices (N, d...);
     'mean' divides by the summed weights of the non-ignored targets."""
     input, = cast_float32(input)   # autocast: run in float32
+    if isinstance(input, Tensor) and input.dtype is bfloat16:   # in float32 (as PyTorch; the fused kernels
+        return nll_loss(input.float(), target, weight, ignore_index=ignore_index,   # have no bfloat16), rounded
+                        reduction=_reduction(reduction, size_average, reduce, "nll_loss")).to(dtype=bfloat16)
     op = "nll_loss"
     reduction = _reduction(reduction, size_average, reduce, op)
     x = _float_tensor(input, op)
@@ -316,6 +319,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """log_softmax over dim 1 then the negative log-likelihood. ``target`` holds class indices (N, d...)
     (integer dtype; ignore_index and weight apply) or class probabilities shaped like input (float)."""
     input, = cast_float32(input)   # autocast: run in float32
+    if isinstance(input, Tensor) and input.dtype is bfloat16:   # in float32, rounded once (as nll_loss)
+        return cross_entropy(input.float(), target, weight, ignore_index=ignore_index, label_smoothing=label_smoothing,
+                             reduction=_reduction(reduction, size_average, reduce, "cross_entropy")).to(dtype=bfloat16)
     op = "cross_entropy"
     reduction = _reduction(reduction, size_average, reduce, op)
     x = _float_tensor(input, op)

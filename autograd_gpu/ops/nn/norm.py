@@ -3,6 +3,7 @@ and layer_norm (the fused LayerNorm Function over the backend's layer_norm kerne
 from ...autograd.function import Function
 from ...autograd.grad_mode import state
 from ...tensor import Tensor
+from ...dtypes import bfloat16
 from .._autocast import cast_float32
 from ..elementwise import rsqrt
 from ..batching import BatchedTensor, _wrap, _shift
@@ -82,6 +83,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing dims ``normalized_shape`` (biased variance), then weight and bias
     (of that shape) elementwise."""
     input, = cast_float32(input)   # autocast: run in float32
+    if isinstance(input, Tensor) and input.dtype is bfloat16:      # in float32, rounded once (as PyTorch;
+        widen = [t.float() if isinstance(t, Tensor) and t.dtype is bfloat16 else t for t in (weight, bias)]
+        return layer_norm(input.float(), normalized_shape, *widen, eps=eps).to(dtype=bfloat16)   # no bf16 kernels)
     x = _float_tensor(input, "layer_norm")
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(ns)

@@ -220,8 +220,21 @@ def wrap(out, dev):
     return out
 
 
+def _bfloat16():
+    """ml_dtypes' bfloat16, which CuPy 14 takes as an array dtype when ml_dtypes is installed (cupy#9494),
+    or None."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+_BF16 = _bfloat16()
+
+
 def check_dtype(dt, name):
-    if np.dtype(dt).kind in "OSUVMm":
+    if np.dtype(dt).kind in "OSUVMm" and np.dtype(dt) != _BF16:
         raise ValueError(f"Unsupported dtype {np.dtype(dt)} (in {name}: CuPy has no {np.dtype(dt)} arrays)")
 
 

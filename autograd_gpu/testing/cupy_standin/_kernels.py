@@ -87,6 +87,11 @@ def _bind(params, args, what, types=None, raw=()):
         if type(a) is ndarray:
             if a._dev != dev:
                 raise _core._device_mismatch(a._dev, dev)
+            if a.dtype == _core._BF16:
+                raise NotImplementedError(
+                    f"{what}: the CuPy stand-in does not simulate bfloat16 in custom kernels ({name!r}): CuPy 14 "
+                    "compiles them with cuda_bf16.h, whose operator overloads its C subset does not model, and "
+                    "whether a kernel's source compiles for __nv_bfloat16 is known only on a GPU; cast to float32")
             want = types.setdefault(t, a.dtype) if isinstance(t, str) else t
             if a.dtype != want:
                 raise TypeError(f"Type is mismatched. {what} {name} {a.dtype} {want}")
