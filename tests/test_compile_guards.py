@@ -4,6 +4,7 @@ attributes, closure containers at any depth, argument types, requires_grad toggl
 random generators refused with a warning naming the user's line. Each case compares the compiled
 function with eager mode over at least four calls with a change between them."""
 import collections
+import enum
 import random
 import sys
 import types
@@ -334,3 +335,56 @@ def test_guards_keep_the_fast_path_for_an_unchanged_state():
     for _ in range(5):
         cf(*_x())
     assert cf._fast is not None and cf.stats["replays"] == 4
+
+
+def test_device_memory_imported_from_elsewhere_is_compared_by_range():
+    # CuPy's shape of things: an array's MemoryPointer (ptr) and its allocation (mem: ptr, size); memory
+    # CuPy did not allocate (DLPack, __cuda_array_interface__) comes as another memory class
+    from autograd_gpu.compile.state import alias_groups
+
+    class Memory:
+        def __init__(self, ptr, size):
+            self.ptr, self.size = ptr, size
+
+    class UnownedMemory(Memory):
+        pass
+
+    class Pointer:
+        def __init__(self, mem, offset=0):
+            self.mem, self.ptr = mem, mem.ptr + offset
+
+    class DeviceArray:
+        base, itemsize = None, 4
+
+        def __init__(self, ptr, n, strides=(4,)):
+            self.data, self.shape, self.strides = ptr, (n,), strides
+
+    alloc = Memory(1 << 20, 4096)
+    owned = DeviceArray(Pointer(alloc), 1024)
+    view = DeviceArray(Pointer(alloc, 400), 10)                  # same allocation object
+    inside = DeviceArray(Pointer(UnownedMemory((1 << 20) + 2048, 64)), 16)
+    outside = DeviceArray(Pointer(UnownedMemory(1 << 24, 64)), 16)
+    other = DeviceArray(Pointer(Memory(1 << 22, 4096)), 1024)
+    assert alias_groups([owned, other, view, inside, outside]) == [0, 1, 0, 0, 4]
+
+
+class Mode(enum.Enum):
+    SLOW = 1
+    FAST = 2
+
+
+MODE = Mode.SLOW
+
+
+def test_a_global_switched_between_two_members_of_a_class_it_also_names_retraces():
+    # the walk reaches both members through the class; which one the global holds must still count
+    def f(x):
+        return x * 2 if MODE is Mode.FAST else x * 3
+
+    def setter(m):
+        def change():
+            global MODE
+            MODE = m
+        return change
+    stats = run(ag.compile(f), f, _x, [setter(m) for m in (Mode.SLOW, Mode.FAST, Mode.SLOW, Mode.FAST)])
+    assert stats["traces"] == 2 and stats["replays"] == 2

@@ -236,6 +236,7 @@ class State:
         if isinstance(obj, (list, tuple, deque)):  # containers at any depth (they are not a level)
             if obj.__class__ is not tuple:
                 if id(obj) in self._seen:
+                    self.values.append(("ref", id(obj)))
                     return
                 self._seen.add(id(obj))
                 self.watch.append(("seq", obj, None))
@@ -248,6 +249,7 @@ class State:
             self._nest -= 1
         elif isinstance(obj, dict):
             if id(obj) in self._seen:
+                self.values.append(("ref", id(obj)))
                 return
             self._seen.add(id(obj))
             self.watch.append(("dict", obj, None))
@@ -276,7 +278,10 @@ class State:
             for x in (obj.func, *obj.args, *obj.keywords.values()):
                 self.visit(x, depth)
         elif depth < 2 and (hasattr(obj, "__dict__") or _slot_names(obj.__class__)) and \
-                id(obj) not in self._seen and (not callable(obj) or _user_code(type(obj))):
+                (not callable(obj) or _user_code(type(obj))):
+            if id(obj) in self._seen:            # reached again: where it was reached counts (mode = Mode.B)
+                self.values.append(("ref", id(obj)))
+                return
             self._seen.add(id(obj))
             self.objects.append(obj)
             self.watch.append(("obj", obj, _slot_names(obj.__class__)))
@@ -502,36 +507,41 @@ def _allocation(d):
             o = b
     ptr = getattr(d, "data", None)
     mem = getattr(ptr, "mem", None)              # a device array: its MemoryPointer's allocation
-    if mem is None or mem.__class__.__name__ == "UnownedMemory":
-        return None                              # imported memory (DLPack): compared by range
+    if mem is None or not (mem.__class__.__name__ in _OWNED_MEMORY or isinstance(mem, _HOST)):
+        return None                              # imported memory (DLPack, another library's): by range
     return mem
 
 
+# CuPy's allocations made by CuPy itself (the stand-in's is the host array under it); other memory
+# classes (UnownedMemory, DLPack's) wrap memory that something else allocated
+_OWNED_MEMORY = frozenset({"Memory", "PooledMemory", "ManagedMemory", "MemoryAsync"})
+
+
 def _extent(a):
-    """(address space, first byte, last byte + 1) of an array or of an allocation."""
+    """(first byte, last byte + 1) of an array or of a device allocation. (Host and device addresses do
+    not overlap: CUDA maps them into one address space.)"""
     i = getattr(a, "__array_interface__", None)
-    space = "host"
-    if i is None:
-        i = getattr(a, "__cuda_array_interface__", None)
-        space = "cuda"
-        if i is None:                            # a device allocation: pointer and size
-            return space, a.ptr, a.ptr + a.size
-    lo = hi = i["data"][0]
-    item = int(i["typestr"][2:])
-    shape, strides = i["shape"], i["strides"]
+    if i is not None:                            # a host array
+        lo, shape, strides = i["data"][0], i["shape"], i["strides"]
+        item = a.itemsize
+    elif hasattr(a, "shape"):                    # a device array: its MemoryPointer
+        lo, shape, strides, item = a.data.ptr, a.shape, a.strides, a.itemsize
+    else:                                        # a device allocation: pointer and size
+        return a.ptr, a.ptr + a.size
     if strides is None:                          # C-contiguous
         n = 1
         for s in shape:
             n *= s
-        return space, lo, lo + n * item
+        return lo, lo + n * item
     if 0 in shape:
-        return space, lo, lo
+        return lo, lo
+    hi = lo
     for s, st in zip(shape, strides):
         if st < 0:
             lo += st * (s - 1)
         else:
             hi += st * (s - 1)
-    return space, lo, hi + item
+    return lo, hi + item
 
 
 def alias_groups(arrays, keys=None):
@@ -553,9 +563,9 @@ def alias_groups(arrays, keys=None):
     for i, k in enumerate(keys):                 # join each foreign array to what it overlaps
         if k is not None:
             continue
-        sp, lo, hi = ranges[i]
-        for j, (sp2, lo2, hi2) in enumerate(ranges):
-            if j != i and sp2 == sp and lo < hi2 and lo2 < hi and lo < hi and lo2 < hi2:
+        lo, hi = ranges[i]
+        for j, (lo2, hi2) in enumerate(ranges):
+            if j != i and lo < hi2 and lo2 < hi and lo < hi and lo2 < hi2:
                 a, b = out[i], out[j]
                 root = min(a, b)
                 out = [root if g in (a, b) else g for g in out]
