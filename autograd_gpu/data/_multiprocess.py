@@ -21,7 +21,7 @@ from ._worker import (worker_loop, WorkerSpec, dumps, loads_batch, discard_batch
 
 __all__ = ["MultiProcessIter"]
 
-_live = weakref.WeakSet()       # iterators whose workers may still run
+_live: "weakref.WeakSet[MultiProcessIter]" = weakref.WeakSet()      # iterators whose workers may still run
 _serial = itertools.count()
 
 

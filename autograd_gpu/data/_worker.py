@@ -24,6 +24,7 @@ import queue
 import random
 import sys
 import traceback
+from typing import Any, Optional
 
 from ..tensor import Tensor
 from ..device import device as _parse_device
@@ -38,7 +39,7 @@ SHM_MIN_BYTES = 1 << 16  # smaller buffers stay in the pickle
 POLL_S = 0.25            # how often a blocked worker (or the main process) checks that the other side lives
 BATCH, END, ERROR = "batch", "end", "error"
 
-_worker_info = None
+_worker_info: Optional["WorkerInfo"] = None
 
 
 class WorkerInfo:
@@ -47,7 +48,7 @@ class WorkerInfo:
 
     __slots__ = ("id", "num_workers", "seed", "dataset")
 
-    def __init__(self, id, num_workers, seed, dataset):
+    def __init__(self, id: int, num_workers: int, seed: int, dataset: Any) -> None:
         for k, v in (("id", id), ("num_workers", num_workers), ("seed", seed), ("dataset", dataset)):
             object.__setattr__(self, k, v)
 
@@ -59,7 +60,7 @@ class WorkerInfo:
                 f"dataset={type(self.dataset).__name__})")
 
 
-def get_worker_info():
+def get_worker_info() -> Optional[WorkerInfo]:
     """In a DataLoader worker process, its WorkerInfo (id, num_workers, seed, dataset); None in the main
     process. An IterableDataset shards its stream with it; a worker_init_fn can configure
     ``info.dataset``, the worker's own copy."""

@@ -2,6 +2,7 @@
 main process or in worker processes (num_workers); default_collate stacks a list of samples into
 batched Tensors."""
 import itertools
+from typing import Any, Callable, Iterator, Optional, Union
 
 from ..backends import get_backend
 from .collate import default_collate
@@ -38,9 +39,11 @@ class DataLoader:
     puts CPU batches in page-locked host memory when CUDA is in use (a no-op otherwise).
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, collate_fn=None, generator=None,
-                 sampler=None, *, num_workers=0, worker_init_fn=None, persistent_workers=False,
-                 prefetch_factor=None, pin_memory=False, timeout=0, multiprocessing_context=None):
+    def __init__(self, dataset: Any, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
+                 collate_fn: Optional[Callable[[list], Any]] = None, generator: Any = None, sampler: Any = None, *,
+                 num_workers: int = 0, worker_init_fn: Optional[Callable[[int], None]] = None,
+                 persistent_workers: bool = False, prefetch_factor: Optional[int] = None, pin_memory: bool = False,
+                 timeout: Union[int, float] = 0, multiprocessing_context: Any = None) -> None:
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
             if shuffle:
@@ -78,9 +81,9 @@ class DataLoader:
         self.pin_memory = bool(pin_memory)
         self.timeout = timeout
         self.multiprocessing_context = multiprocessing_context
-        self._iterator = None                   # the persistent workers' iterator
+        self._iterator: Optional[MultiProcessIter] = None     # the persistent workers' iterator
 
-    def __len__(self):
+    def __len__(self) -> int:
         """Batches per epoch: the last, partial batch counts unless drop_last."""
         if self._iterable and not hasattr(self.dataset, "__len__"):
             raise TypeError(f"DataLoader: the length of a loader over an IterableDataset is unknown unless the "
@@ -88,7 +91,7 @@ class DataLoader:
         n, bs = len(self.dataset if self.sampler is None else self.sampler), self.batch_size
         return n // bs if self.drop_last else -(-n // bs)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         if self.num_workers == 0:
             return self._single_process()
         if not self.persistent_workers:
