@@ -89,11 +89,12 @@ class Watch:
     keeps waiting, because the departed rank did its part. ``token`` tells this group from an earlier
     one whose late messages MPI may deliver to a new communicator (MPI reuses their context ids).
 
-    The rank that raises first answers the leaving one (``_ACK``), which then stays alive until the
-    job ends (at most ``_LINGER`` s): MPICH's launcher ends every rank as soon as one exits with a
-    non-zero status (sys.exit(3)), which would otherwise cut the failing rank's message short. A
-    leaving rank that hears neither an answer nor the others leaving within ``_GRACE`` s prints a
-    note naming the ranks still in the group, and exits."""
+    A rank that raises this way answers the leaving one (``_ACK``). A rank leaving at exit waits up to
+    ``_GRACE`` s to hear that every other rank left too (a normal end) or such an answer; with an
+    answer it stays alive until the job ends (at most ``_LINGER`` s), because MPICH's launcher ends
+    every rank as soon as one exits with a non-zero status (sys.exit(3)), which would cut the failing
+    rank's message short. Hearing neither, it prints a note naming the ranks still in the group, and
+    exits. destroy_process_group() does not wait: the process goes on."""
     TAG = 24024
 
     def __init__(self, MPI, ctl, timeout, token):
@@ -223,8 +224,8 @@ class Watch:
             for r in range(self.size):
                 if r != self.rank:
                     self._send(r, done, how)
-            # wait until every other rank has left too, or one says it waits for this one
-            deadline = time.monotonic() + _GRACE
+            # at exit, wait until every other rank has left too, or one says it waits for this one
+            deadline = time.monotonic() + (_GRACE if how == EXITED else 0.0)
             while time.monotonic() < deadline and len(self.left) < self.size - 1 and not self.awaited_by:
                 if self._rx.Test():
                     self._heard()
@@ -234,7 +235,7 @@ class Watch:
                 deadline = time.monotonic() + min(self.timeout, _LINGER)
                 while time.monotonic() < deadline:
                     time.sleep(1e-2)
-            elif len(self.left) < self.size - 1 and how == EXITED:
+            elif how == EXITED and len(self.left) < self.size - 1:
                 still = [r for r in range(self.size) if r != self.rank and r not in self.left]
                 sys.stderr.write(f"[rank {self.rank}] ag.distributed: this process exits with the process group "
                                  f"initialised; rank(s) {still} are still in it, and their next collective "
