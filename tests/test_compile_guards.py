@@ -388,3 +388,14 @@ def test_a_global_switched_between_two_members_of_a_class_it_also_names_retraces
         return change
     stats = run(ag.compile(f), f, _x, [setter(m) for m in (Mode.SLOW, Mode.FAST, Mode.SLOW, Mode.FAST)])
     assert stats["traces"] == 2 and stats["replays"] == 2
+
+
+def test_an_unseeded_generator_made_inside_runs_eagerly_and_a_seeded_one_replays():
+    def f(x):
+        return x + ag.tensor(np.random.default_rng().standard_normal(3).astype(np.float32))
+    _draws(f, _line(f, "default_rng()"))
+
+    def g(x):
+        return x + ag.tensor(np.random.default_rng(7).standard_normal(3).astype(np.float32))
+    stats = run(ag.compile(g), g, _x, [lambda: None] * 4)
+    assert stats["replays"] == 3

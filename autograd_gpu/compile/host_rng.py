@@ -72,12 +72,12 @@ def rng_state(obj):
     return _freeze(obj.get_state())
 
 
-def _wrap(real, label):
+def _wrap(real, label, unseeded_only=False):
     def wrapper(*args, **kwargs):
         t = _active.t
-        if t is not None:
-            t.fail(f"it draws from a host random generator ({label}) at {caller_line()}; a replay would "
-                   "repeat the traced numbers (use ag.rand/ag.randn, which every replay draws again)")
+        if t is not None and not (unseeded_only and (args and args[0] is not None or kwargs.get("seed") is not None)):
+            t.fail(f"it uses a host random generator ({label}) at {caller_line()}; a replay would repeat "
+                   "the traced numbers (use ag.rand/ag.randn, which every replay draws again)")
         return real(*args, **kwargs)
     wrapper.__name__ = getattr(real, "__name__", label)
     wrapper.__wrapped__ = real
@@ -85,6 +85,8 @@ def _wrap(real, label):
 
 
 _METHODS = ("random", "getrandbits", "randbytes")
+_READS = frozenset({"getstate", "get_state", "get_bit_generator"})     # reading the state changes nothing
+_MAKERS = ("default_rng",)      # a generator made inside the function: from the OS's entropy unless seeded
 
 
 def _entry_points():
@@ -92,7 +94,8 @@ def _entry_points():
     out = []
     for name in dir(_random):                    # the module's functions: bound methods of its generator
         v = getattr(_random, name)
-        if not name.startswith("_") and getattr(v, "__self__", None) is getattr(_random, "_inst", None):
+        if not name.startswith("_") and name not in _READS and \
+                getattr(v, "__self__", None) is getattr(_random, "_inst", None):
             out.append((_random, name))
     for cls in (_random.Random, _random.SystemRandom):   # every Python method draws through these
         out.extend((cls, n) for n in _METHODS if hasattr(cls, n))
@@ -102,8 +105,10 @@ def _entry_points():
         glob = getattr(glob, "_rand", None)
         for name in dir(npr):
             v = getattr(npr, name, None)
-            if not name.startswith("_") and glob is not None and getattr(v, "__self__", None) is glob:
+            if not name.startswith("_") and name not in _READS and glob is not None and \
+                    getattr(v, "__self__", None) is glob:
                 out.append((npr, name))
+        out.extend((npr, name) for name in _MAKERS if hasattr(npr, name))
     return out
 
 
@@ -134,7 +139,7 @@ class Patched:
                     continue
             else:
                 mod = getattr(owner, "__name__", "")
-                setattr(owner, name, _wrap(real, f"{mod}.{name}"))
+                setattr(owner, name, _wrap(real, f"{mod}.{name}", unseeded_only=name in _MAKERS))
             self.saved.append((owner, name, had, real))
         self.globals = self._globals()
         self.states = [rng_state(g) for g in self.globals]
