@@ -265,11 +265,11 @@ def worker_loop(spec, index_queue, result_queue, done_event, epoch_value, worker
             try:
                 task = index_queue.get(timeout=POLL_S)
             except queue.Empty:
-                if os.getppid() != parent_pid:               # the main process is gone: do not linger
-                    break
-                continue
-            if task is None:
+                task = ()
+            if task is None or os.getppid() != parent_pid:    # shut down, or the main process is gone
                 break
+            if not task:
+                continue
             task_epoch, idx, index = task
             if task_epoch < epoch_value.value:                # a task of an epoch the loader has left
                 continue
