@@ -28,7 +28,7 @@ if __name__ != "__main__":
     beside = Path(sys.executable).with_name("mpiexec")
     MPIEXEC = str(beside) if beside.exists() else shutil.which("mpiexec")
     pytestmark = pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None or MPIEXEC is None,
-                                    reason='needs mpi4py and mpiexec: pip install "autograd-gpu[distributed]"')
+                                    reason='needs mpi4py and mpiexec: pip install -e ".[distributed]"')
 
 
 # -- the jobs, checked from pytest ------------------------------------------------------------------------

@@ -431,7 +431,7 @@ def test_bad_call_raises_a_clear_error(call, exc, match):
 
 @pytest.mark.skipif(ag.cuda.is_available(), reason="CUDA is available here, so asking for it succeeds")
 def test_cuda_without_cupy_or_gpu_says_what_is_missing_and_how_to_install():
-    with pytest.raises(RuntimeError, match=r"(CuPy is not installed|no CUDA device).*pip install \"autograd-gpu\[cuda1"):
+    with pytest.raises(RuntimeError, match=r"(CuPy is not installed|no CUDA device).*pip install -e \"\.\[cuda1"):
         ag.ones(3, device="cuda")
     with pytest.raises(RuntimeError, match=r"pip install"):
         ag.ones(3).cuda()

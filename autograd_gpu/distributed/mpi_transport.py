@@ -13,7 +13,7 @@ import pickle
 import sys
 import time
 
-_INSTALL = 'pip install "autograd-gpu[distributed]"'
+_INSTALL = 'pip install -e ".[distributed]" in a checkout of autograd_gpu (or pip install mpi4py mpich)'
 
 DEFAULT_TIMEOUT = 1800.0          # seconds: PyTorch's default process-group timeout (30 minutes)
 EXITED, DESTROYED = 0, 1          # how a rank left the group
