@@ -297,39 +297,60 @@ def test_no_worker_outlives_a_break_or_ctrl_c_in_the_loop():
     assert _no_children()
 
 
-def test_ctrl_c_in_a_terminal_leaves_no_worker(tmp_path):
-    """A real SIGINT to the process group (what Ctrl-C does), the loader inside a script."""
+def _start_loop(tmp_path):
+    """A script iterating a loader with 2 workers (batches of 80 KiB: shared memory); returns the process
+    (in a session of its own) and its workers' pids, once the first batch is in."""
     script = tmp_path / "loop.py"
     script.write_text(textwrap.dedent(f"""
         import multiprocessing, sys, time
         sys.path.insert(0, {str(ROOT)!r})
+        import numpy as np
         from autograd_gpu.data import DataLoader, Dataset
         class Slow(Dataset):
             def __len__(self): return 10 ** 6
             def __getitem__(self, i):
                 time.sleep(0.01)
-                return i
+                return np.zeros(5000, np.float32)
         for k, b in enumerate(DataLoader(Slow(), 4, num_workers=2)):
             if k == 0:
                 print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
     """))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2, proc.communicate(timeout=10)
+    return proc, pids
+
+
+def _gone(pids, within=5.0):
+    deadline = time.monotonic() + within
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _running(p)]
+        time.sleep(0.05)
+    return alive == []
+
+
+def test_ctrl_c_in_a_terminal_leaves_no_worker(tmp_path):
+    """A real SIGINT to the process group (what Ctrl-C does), the loader inside a script."""
+    proc, pids = _start_loop(tmp_path)
     try:
-        pids = [int(p) for p in proc.stdout.readline().split()]
-        assert len(pids) == 2
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=10)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert "KeyboardInterrupt" in err and proc.returncode != 0
-    deadline = time.monotonic() + 5
-    alive = pids
-    while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _running(p)]
-        time.sleep(0.05)
-    assert alive == [], f"workers still running after Ctrl-C: {alive}"
+    assert _gone(pids), "workers still running after Ctrl-C"
+
+
+def test_workers_leave_when_the_main_process_is_killed(tmp_path):
+    proc, pids = _start_loop(tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)                                  # no cleanup of its own can run
+    proc.communicate(timeout=10)
+    assert _gone(pids), "workers outlived a killed main process"
+    if os.path.isdir("/dev/shm"):
+        assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"ag_dataloader_{proc.pid}_")]
 
 
 def _running(pid):
