@@ -78,7 +78,7 @@ if __name__ != "__main__":
         assert took < (20 if case in SLOW else 30), f"{case} took {took:.1f} s"
 
     @pytest.mark.parametrize("case, n", [("join_uneven_inputs", 2), ("join_uneven_inputs", 3),
-                                         ("ranks_that_leave_at_exit_exit_0", 2)])
+                                         ("ranks_that_leave_at_exit_exit_0", 2), ("bad_arguments", 1)])
     def test_jobs_that_must_succeed(case, n):
         rc, out, _ = run_case(case, n)
         assert rc == 0, out[-4000:]
@@ -162,8 +162,9 @@ def step(ddp, opt, rank, k, present=(0, 1), divisor=2):
 def train(ddp, rank, steps):
     import autograd_gpu as ag
     opt = ag.optim.SGD(ddp.parameters(), lr=0.1)
+    world = ag.distributed.get_world_size()
     for k in range(steps):
-        step(ddp, opt, rank, k)
+        step(ddp, opt, rank, k, range(world), world)
     return opt
 
 
@@ -357,6 +358,43 @@ def ranks_that_leave_at_exit_exit_0(rank):
     time.sleep(1.5)                            # local work after rank 1 has gone: no collective, no error
     ag.ones(3).sum()
     print("RESULT ok", flush=True)
+
+
+@case()
+def bad_arguments(rank):
+    # a world of one: the argument checks, and a model whose group was destroyed
+    import autograd_gpu as ag
+    problems = []
+
+    def refused(call, exc, words):
+        try:
+            call()
+        except exc as e:
+            if not all(w in str(e) for w in words):
+                problems.append(f"unclear: {e}")
+            return
+        except Exception as e:
+            problems.append(f"{type(e).__name__} instead of {exc.__name__}: {e}")
+            return
+        problems.append(f"no error for {words}")
+
+    refused(lambda: ddp_of(make_model(), bucket_cap_mb="25"), TypeError, ["bucket_cap_mb", "str"])
+    refused(lambda: ddp_of(make_model(), bucket_cap_mb=0), ValueError, ["bucket_cap_mb", "positive"])
+    refused(lambda: ag.distributed.init_process_group(), RuntimeError, ["already initialized"])
+    ddp = ddp_of(make_model(bn=True))
+    with ddp.join():
+        refused(lambda: ddp.join(), RuntimeError, ["already inside join()"])
+        train(ddp, rank, 2)                    # a world of one trains under join() as without it
+    with ddp.join(enable=False):
+        train(ddp, rank, 1)
+    plain = ddp_of(make_model())
+    ag.distributed.barrier()
+    ag.distributed.destroy_process_group()
+    x, y = batch(0, 0)
+    refused(lambda: ddp(x), RuntimeError, ["init_process_group"])       # its buffers' broadcast
+    refused(lambda: ((plain(x) - y) ** 2).mean().backward(), RuntimeError, ["destroyed", "init_process_group"])
+    ag.distributed.init_process_group(timeout=5)
+    print("RESULT " + ("ok" if not problems else "; ".join(problems)), flush=True)
 
 
 def main(name):

@@ -66,8 +66,11 @@ class DistributedDataParallel(Module):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: expected a Module, got {type(module).__name__}")
-        if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) or not bucket_cap_mb > 0:
-            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be a positive number, got {bucket_cap_mb!r}")
+        if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)):
+            raise TypeError(f"DistributedDataParallel: bucket_cap_mb must be a number (megabytes), got "
+                            f"{type(bucket_cap_mb).__name__}")
+        if not bucket_cap_mb > 0:
+            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb!r}")
         g = group()
         self.module = module
         d = self.__dict__                     # plain attributes, kept out of the Module registries
@@ -200,6 +203,7 @@ class DistributedDataParallel(Module):
         """Once per backward, before its first bucket: every rank must be in this model's backward
         (a rank in barrier(), another collective or another model's backward raises on every rank)."""
         self.__dict__["_agreed"] = True
+        state_version[0] += 1              # written past __setattr__: ag.compile's recheck must see it
         _agree(self._group, "DistributedDataParallel backward", [], None, f"model {self._index}")
 
     def _launch_ready(self):
