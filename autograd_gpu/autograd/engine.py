@@ -24,6 +24,7 @@ import threading
 import weakref
 from .grad_mode import state
 from . import function as _function
+from .. import _trace_hooks
 from .anomaly import check_gradients
 
 __all__ = ["run_backward", "backward", "grad", "queue_callback"]
@@ -505,9 +506,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
 def _seed_ok(t):
     """Whether backward() may seed ``t`` with its cached ones: a real one-element non-leaf on a GPU (the CPU
     makes ones for free) whose node is one of the library's own (a user's Function's backward might write
-    into its gradient)."""
+    into its gradient), and no ag.compile trace running (the traced program takes the seed for an array of
+    its own, which it may update in place)."""
     fn = t.__class__ is _function.Tensor and t.grad_fn
-    return bool(fn) and t.device.type == "cuda" and t.data.size == 1 and t.data.dtype.kind == "f" and \
+    return bool(fn) and _trace_hooks.state.t is None and t.device.type == "cuda" and t.data.size == 1 and t.data.dtype.kind == "f" and \
         type(fn).__module__.startswith("autograd_gpu.")
 
 
