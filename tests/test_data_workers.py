@@ -266,6 +266,17 @@ def test_worker_init_fn_exception():
     assert _no_children()
 
 
+def test_a_worker_that_fails_to_start_reports_it(monkeypatch):
+    from autograd_gpu.data import _worker
+
+    def broken(*args):
+        raise ImportError("cannot import the dataset's module")
+    monkeypatch.setattr(_worker, "seed_worker", broken)                   # (forked workers inherit it)
+    with pytest.raises(ImportError, match=r"worker process 0 \(pid \d+\) while starting(.|\n)*dataset's module"):
+        list(DataLoader(Slow(4), 2, num_workers=2))
+    assert _no_children()
+
+
 def test_timeout_names_the_worker_and_the_batch():
     loader = DataLoader(Slow(8, delays={2: 5.0}), 2, num_workers=2, timeout=0.4)
     t0 = time.monotonic()
@@ -297,11 +308,10 @@ def test_no_worker_outlives_a_break_or_ctrl_c_in_the_loop():
     assert _no_children()
 
 
-def _start_loop(tmp_path):
-    """A script iterating a loader with 2 workers (batches of 80 KiB: shared memory); returns the process
-    (in a session of its own) and its workers' pids, once the first batch is in."""
-    script = tmp_path / "loop.py"
-    script.write_text(textwrap.dedent(f"""
+def _start_loop(path):
+    """A script iterating a loader with 2 workers (batches of 80 KiB: shared memory), in a session of
+    its own; read its first line for its workers' pids."""
+    path.write_text(textwrap.dedent(f"""
         import multiprocessing, sys, time
         sys.path.insert(0, {str(ROOT)!r})
         import numpy as np
@@ -315,11 +325,8 @@ def _start_loop(tmp_path):
             if k == 0:
                 print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
     """))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    return subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    pids = [int(p) for p in proc.stdout.readline().split()]
-    assert len(pids) == 2, proc.communicate(timeout=10)
-    return proc, pids
 
 
 def _gone(pids, within=5.0):
@@ -331,26 +338,25 @@ def _gone(pids, within=5.0):
     return alive == []
 
 
-def test_ctrl_c_in_a_terminal_leaves_no_worker(tmp_path):
-    """A real SIGINT to the process group (what Ctrl-C does), the loader inside a script."""
-    proc, pids = _start_loop(tmp_path)
+def test_no_worker_outlives_ctrl_c_or_a_killed_main_process(tmp_path):
+    """Ctrl-C: a real SIGINT to the script's process group, as a terminal sends it; and a SIGKILL of
+    the main process alone, after which no cleanup of its own can run (two scripts at once)."""
+    procs = [_start_loop(tmp_path / "ctrl_c.py"), _start_loop(tmp_path / "killed.py")]
     try:
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=10)
+        pids = [[int(p) for p in proc.stdout.readline().split()] for proc in procs]
+        assert [len(p) for p in pids] == [2, 2], procs[0].communicate(timeout=10)
+        os.killpg(procs[0].pid, signal.SIGINT)
+        os.kill(procs[1].pid, signal.SIGKILL)
+        (_, err), _ = (proc.communicate(timeout=10) for proc in procs)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert "KeyboardInterrupt" in err and proc.returncode != 0
-    assert _gone(pids), "workers still running after Ctrl-C"
-
-
-def test_workers_leave_when_the_main_process_is_killed(tmp_path):
-    proc, pids = _start_loop(tmp_path)
-    os.kill(proc.pid, signal.SIGKILL)                                  # no cleanup of its own can run
-    proc.communicate(timeout=10)
-    assert _gone(pids), "workers outlived a killed main process"
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert "KeyboardInterrupt" in err and procs[0].returncode != 0
+    assert _gone(pids[0]), "workers still running after Ctrl-C"
+    assert _gone(pids[1]), "workers outlived a killed main process"
     if os.path.isdir("/dev/shm"):
-        assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"ag_dataloader_{proc.pid}_")]
+        assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"ag_dataloader_{procs[1].pid}_")]
 
 
 def _running(pid):

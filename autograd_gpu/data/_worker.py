@@ -248,15 +248,18 @@ def worker_loop(spec, index_queue, result_queue, done_event, epoch_value, worker
     global _worker_info
     pid, parent_pid = os.getpid(), os.getppid()
     try:
-        if isinstance(spec, bytes):
-            spec = loads(spec)
-        seed = seed_worker(spec.base_seed, worker_id, spec.forked)
-        _worker_info = WorkerInfo(worker_id, spec.num_workers, seed, spec.dataset)
         init_error, fetcher = None, None
+        try:                                   # answered, like worker_init_fn's, as the first task's error
+            if isinstance(spec, bytes):
+                spec = loads(spec)
+            seed = seed_worker(spec.base_seed, worker_id, spec.forked)
+            _worker_info = WorkerInfo(worker_id, spec.num_workers, seed, spec.dataset)
+        except Exception:
+            init_error = WorkerError(worker_id, pid, "while starting (unpickling the dataset, seeding)")
         try:
-            if spec.worker_init_fn is not None:
+            if init_error is None and spec.worker_init_fn is not None:
                 spec.worker_init_fn(worker_id)
-            if not spec.iterable:
+            if init_error is None and not spec.iterable:
                 fetcher = make_fetcher(spec.dataset, False, spec.collate_fn, spec.batch_size, spec.drop_last)
         except Exception:
             init_error = WorkerError(worker_id, pid, "in worker_init_fn")
