@@ -411,8 +411,8 @@ def _check_same_setup(g, params, buffers, options):
     options, or every rank raises saying what differs: options that differ make the ranks issue
     different collectives (bucket sizes, the unused-parameter reduction, buffer broadcasts)."""
     mine = {"options": options,
-            "parameters": [(n, tuple(p.shape), p.dtype.name) for n, p in params],
-            "buffers": [(n, tuple(b.shape), b.dtype.name) for n, b in buffers]}
+            "parameters": [(n, tuple(p.shape), p.dtype.name, p.device.type) for n, p in params],
+            "buffers": [(n, tuple(b.shape), b.dtype.name, b.device.type) for n, b in buffers]}
     every = g.mpi.gather_objects(mine, "DistributedDataParallel's construction (the check that every rank "
                                        "wraps the same model)")
     first = every[0]
@@ -428,7 +428,7 @@ def _check_same_setup(g, params, buffers, options):
                 diff = next((f"rank 0 has {a}, rank {r} has {b}" for a, b in zip(a_, b_) if a != b),
                             f"rank 0 has {len(a_)} {kind}, rank {r} has {len(b_)}")
                 raise RuntimeError("DistributedDataParallel: every rank must wrap the same model (parameter "
-                                   f"and buffer names, shapes and dtypes); {kind} differ: {diff}")
+                                   f"and buffer names, shapes, dtypes and device types); {kind} differ: {diff}")
 
 
 def _tensors(out):
