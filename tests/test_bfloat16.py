@@ -78,6 +78,9 @@ def test_sums_and_means_accumulate_in_float32(device):
     assert x.sum().dtype == bf16
     assert x.sum().item() == pytest.approx(total, rel=2 ** -8)
     assert x.mean().item() == pytest.approx(total / 4096, rel=2 ** -8)
+    assert x.cumsum(0)[-1].item() == pytest.approx(total, rel=2 ** -8)
+    assert ag.full((10,), 1.1, dtype=bf16, device=device).prod().item() == pytest.approx(
+        float(np.float32(ml_dtypes.bfloat16(1.1))) ** 10, rel=2 ** -8)
     assert x.reshape(64, 64).sum(dim=1).float().numpy() == pytest.approx(np.full(64, total / 64), rel=2 ** -8)
 
 

@@ -264,6 +264,8 @@ class Prod(Function):
     def forward(ctx, x, axes, keepdims):
         ctx.save_for_backward(x)
         ctx.axes, ctx.keepdims = axes, keepdims
+        if x.data.dtype is bfloat16:       # in float32, rounded once (as Sum)
+            return ctx.wrap(ctx.xp.prod(x.data, axis=axes, keepdims=keepdims, dtype=float32).astype(bfloat16))
         return ctx.wrap(ctx.xp.prod(x.data, axis=axes, keepdims=keepdims))
 
     @staticmethod
@@ -436,6 +438,8 @@ class CumSum(Function):
     @staticmethod
     def forward(ctx, x, axis):
         ctx.axis = axis
+        if x.data.dtype is bfloat16:       # running sums in float32, each rounded once (as Sum)
+            return ctx.wrap(ctx.xp.cumsum(x.data, axis=axis, dtype=float32).astype(bfloat16))
         return ctx.wrap(ctx.xp.cumsum(x.data, axis=axis))
 
     @staticmethod
