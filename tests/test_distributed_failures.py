@@ -32,8 +32,12 @@ if __name__ != "__main__":
 
 
 # -- the jobs, checked from pytest ------------------------------------------------------------------------
-def run_case(case, n=2):
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), AG_CUDA="")
+def run_case(case, n=2, cuda_backend=None):
+    """Run ``case`` on ``n`` ranks; with ``cuda_backend`` ("mpi" or "nccl") on CUDA, on the CuPy stand-in."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), AG_CUDA="",
+               AG_FAIL_BACKEND="")
+    if cuda_backend:
+        env.update(AG_CUDA="standin", AG_FAIL_BACKEND=cuda_backend)
     start = time.monotonic()
     proc = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(HERE), case], env=env, capture_output=True,
                           text=True, timeout=60, cwd=ROOT)
@@ -87,6 +91,20 @@ if __name__ != "__main__":
             assert "[rank 1] ag.distributed: this process exits with the process group initialised; " \
                    "rank(s) [0] are still in it" in out, out[-4000:]
 
+    @pytest.mark.gpu
+    @pytest.mark.parametrize("backend", ["mpi", "nccl"])
+    @pytest.mark.parametrize("case", ["join_uneven_inputs", "sys_exit_mid_training", "one_more_step_then_barrier"])
+    def test_cuda_models_on_the_standin(case, backend):
+        from autograd_gpu.backends import cupy_backend
+        if not cupy_backend.simulated():
+            pytest.skip("runs on the CuPy stand-in: AG_CUDA=standin python -m pytest -m gpu")
+        rc, out, _ = run_case(case, 2, cuda_backend=backend)
+        if case == "join_uneven_inputs":
+            assert rc == 0 and "RESULT ok" in out, out[-4000:]
+        else:
+            assert rc != 0 and all(w in out for w in FAILURES[case]), out[-4000:]
+        assert "WRONG" not in out and "CONTINUED" not in out, out[-4000:]
+
     def test_timeout_is_checked_before_mpi_starts():
         for bad, exc in (("5", TypeError), (True, TypeError), (0, ValueError), (-1.0, ValueError),
                          (float("nan"), ValueError), (float("inf"), ValueError)):
@@ -105,6 +123,8 @@ if __name__ != "__main__":
 
 # -- the worker: runs inside the job ----------------------------------------------------------------------
 CASES = {}
+BACKEND = os.environ.get("AG_FAIL_BACKEND") or None       # "mpi" / "nccl": CUDA models, else CPU ones
+DEVICE = "cuda" if BACKEND else "cpu"
 
 
 def case(timeout=5.0, init=True):
@@ -121,14 +141,14 @@ def make_model(seed=0, bn=False, unused=False):
     model = ag.nn.Sequential(*layers)
     if unused:
         model.add_module("spare", ag.nn.Linear(3, 3))       # never called by forward
-    return model
+    return model.to(DEVICE)
 
 
 def batch(rank, step):
     import autograd_gpu as ag
     rng = np.random.default_rng(1000 * step + rank)
-    return (ag.tensor(rng.standard_normal((6, 4)).astype(np.float32)),
-            ag.tensor(rng.standard_normal((6, 3)).astype(np.float32)))
+    return (ag.tensor(rng.standard_normal((6, 4)).astype(np.float32), device=DEVICE),
+            ag.tensor(rng.standard_normal((6, 3)).astype(np.float32), device=DEVICE))
 
 
 def local_grads(model, rank, step):
@@ -321,7 +341,7 @@ def joined_training(rank, steps, bn, unused, divide, find_unused=False):
         present = [r for r in range(len(steps)) if steps[r] > k]
         want = [local_grads(ref, r, k) for r in present]
         for n, p in ref.named_parameters():
-            p.grad = ag.tensor(sum(w[n] for w in want) / (len(steps) if divide else len(present)))
+            p.grad = ag.tensor(sum(w[n] for w in want) / (len(steps) if divide else len(present)), device=DEVICE)
         ref_opt.step()
     return ddp.module, ref
 
@@ -401,9 +421,12 @@ def main(name):
     fn, timeout, init = CASES[name]
     from mpi4py import MPI
     rank = MPI.COMM_WORLD.Get_rank()
+    if BACKEND:
+        from autograd_gpu.testing import cupy_standin
+        cupy_standin.install()
     if init:
         import autograd_gpu as ag
-        ag.distributed.init_process_group(timeout=timeout)
+        ag.distributed.init_process_group(BACKEND, timeout=timeout)
     fn(rank)
 
 
