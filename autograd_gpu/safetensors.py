@@ -13,7 +13,7 @@ Install with ``pip install -e ".[safetensors]"`` in a checkout (or ``pip install
 import json
 import os
 
-from .tensor import Tensor
+from .tensor import Tensor as _Tensor     # (private: the API pages document Tensor once)
 from .device import device as _parse_device
 from .backends import get_backend
 
@@ -50,7 +50,7 @@ def _host_arrays(tensors, op):
     for name, t in tensors.items():
         if not isinstance(name, str):
             raise TypeError(f"{op}: expected str names, got {type(name).__name__} {name!r:.80}")
-        if not isinstance(t, Tensor):
+        if not isinstance(t, _Tensor):
             raise TypeError(f"{op}: expected a Tensor for {name!r}, got {type(t).__name__}; safetensors files "
                             "hold tensors only (use ag.save for other objects)")
         if t.dtype not in _NAMES:
@@ -148,7 +148,7 @@ def load_metadata(source):
 
 def _tensor(a, dev):
     """A Tensor owning a copy of host array a (the library's arrays may view its memory map)."""
-    return Tensor(a, device=dev)
+    return _Tensor(a, device=dev)
 
 
 # --------------------------------------------------------------------------- recognising the format
