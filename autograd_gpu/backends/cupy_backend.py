@@ -256,6 +256,15 @@ class CupyBackend(*CUPY_MIXINS, Backend):
                 return out
             return self.xp.matmul(a, b) if out is None else self.xp.matmul(a, b, out=out)
 
+    def pinned_copy(self, a):
+        """A copy of the host (NumPy) array ``a`` in page-locked memory from CuPy's pinned allocator, from
+        which a copy to the GPU can run asynchronously (DataLoader's pin_memory)."""
+        if a.nbytes == 0:
+            return a
+        out = np.ndarray(a.shape, dtype=a.dtype, buffer=self.xp.cuda.alloc_pinned_memory(a.nbytes))
+        out[...] = a
+        return out
+
     def row_dot(self, a, b):
         """sum(a * b) over the last axis as a product and a sum: CuPy sends einsum to cuBLAS, which it
         refuses while a CUDA graph captures (a compiled attention or layer-norm step would get none)."""
