@@ -329,7 +329,7 @@ def _start_loop(path):
                             start_new_session=True)
 
 
-def _gone(pids, within=5.0):
+def _gone(pids, within=30.0):        # generous: a loaded CI machine is slow to reap; returns as soon as gone
     deadline = time.monotonic() + within
     alive = pids
     while alive and time.monotonic() < deadline:
@@ -344,10 +344,10 @@ def test_no_worker_outlives_ctrl_c_or_a_killed_main_process(tmp_path):
     procs = [_start_loop(tmp_path / "ctrl_c.py"), _start_loop(tmp_path / "killed.py")]
     try:
         pids = [[int(p) for p in proc.stdout.readline().split()] for proc in procs]
-        assert [len(p) for p in pids] == [2, 2], procs[0].communicate(timeout=10)
+        assert [len(p) for p in pids] == [2, 2], procs[0].communicate(timeout=60)
         os.killpg(procs[0].pid, signal.SIGINT)
         os.kill(procs[1].pid, signal.SIGKILL)
-        (_, err), _ = (proc.communicate(timeout=10) for proc in procs)
+        (_, err), _ = (proc.communicate(timeout=60) for proc in procs)      # (returns when they end)
     finally:
         for proc in procs:
             if proc.poll() is None:
