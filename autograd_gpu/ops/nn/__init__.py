@@ -8,6 +8,9 @@ F.* op (namespace "nn.functional"), which autograd_gpu/nn/functional.py re-expor
 - attention.py: scaled_dot_product_attention (fused, with the CPU's blocked causal path)
 - loss.py: cross_entropy, nll_loss, mse_loss, l1_loss, binary_cross_entropy(_with_logits)
 - dropout.py: dropout; embedding.py: embedding, one_hot
+- activation_extra.py: mish, hardswish, ..., logsigmoid; normalize, cosine_similarity, pairwise_distance
+- loss_extra.py: smooth_l1, huber, kl_div, the margin and embedding losses, poisson/gaussian nll; ctc.py: ctc_loss
 - _args.py: the argument helpers they share
 """
 from . import activation, linear, conv, norm, attention, loss, dropout, embedding  # noqa: F401  (they register)
+from . import activation_extra, loss_extra  # noqa: F401
