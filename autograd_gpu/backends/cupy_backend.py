@@ -275,6 +275,32 @@ class CupyBackend(*CUPY_MIXINS, Backend):
         with self._cuda_device:
             return self.cupyx.scipy.special.erf(x)
 
+    # special functions: cupyx.scipy.special's kernels (float16 and bfloat16 in float32, rounded once)
+    def _special(self, name, x, n=None):
+        dt = x.dtype
+        with self._cuda_device:
+            small = dt.kind not in "biu" and dt.itemsize < 4
+            a = x.astype("float32") if small else x
+            f = getattr(self.cupyx.scipy.special, name)
+            y = f(a) if n is None else f(self.xp.asarray(n, a.dtype), a)
+            return y.astype(dt) if small else y
+
+    def erfc(self, x):
+        return self._special("erfc", x)
+
+    def erfinv(self, x):
+        return self._special("erfinv", x)
+
+    def lgamma(self, x):
+        return self._special("gammaln", x)
+
+    def digamma(self, x):
+        return self._special("digamma", x)
+
+    def polygamma(self, n, x):
+        # cupyx's polygamma takes n as an array broadcast against x; n = 0 is digamma
+        return self._special("digamma", x) if n == 0 else self._special("polygamma", x, n)
+
     # -- random numbers ----------------------------------------------------------------------------
     def seed(self, seed):
         with self._cuda_device:

@@ -8,6 +8,7 @@ from .base import Backend
 from .kernels import NUMPY_MIXINS, TRACE_THROUGH
 from .cupy_backend import is_cupy_array
 from ._erf import erf as _erf_port
+from . import _special
 from . import mkl_blas
 from . import threads
 
@@ -110,6 +111,22 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
 
     def erf(self, x):
         return erf(x)
+
+    # special functions (_special.py: SciPy's where installed, else NumPy ports)
+    def erfc(self, x):
+        return _special.erfc(x)
+
+    def erfinv(self, x):
+        return _special.erfinv(x)
+
+    def lgamma(self, x):
+        return _special.lgamma(x)
+
+    def digamma(self, x):
+        return _special.digamma(x)
+
+    def polygamma(self, n, x):
+        return _special.polygamma(n, x)
 
     def matmul(self, a, b, out=None):
         """float_matmul (NumPy's, or MKL's where installed); float16 operands are multiplied in float32

@@ -11,6 +11,39 @@ def erf(a):
     return np.vectorize(math.erf, otypes=[a.dtype])(a) if a.size else a.copy()
 
 
+def _mp(f, a):
+    """An mpmath function, elementwise, in double precision (mpmath: the [test] extra)."""
+    return np.vectorize(lambda v: float(f(float(v))), otypes=[a.dtype])(a) if a.size else a.copy()
+
+
+def erfc(a):
+    return np.vectorize(math.erfc, otypes=[a.dtype])(a) if a.size else a.copy()
+
+
+def lgamma(a):
+    return np.vectorize(math.lgamma, otypes=[a.dtype])(a) if a.size else a.copy()
+
+
+def erfinv(a):
+    import mpmath
+    return _mp(mpmath.erfinv, a)
+
+
+def digamma(a):
+    import mpmath
+    return _mp(mpmath.digamma, a)
+
+
+def polygamma_1(a):
+    import mpmath
+    return _mp(lambda v: mpmath.polygamma(1, v), a)
+
+
+def polygamma_2(a):
+    import mpmath
+    return _mp(lambda v: mpmath.polygamma(2, v), a)
+
+
 def gelu(a):
     return (a * (1 + erf(a / np.sqrt(2).astype(a.dtype))) / 2).astype(a.dtype)
 

@@ -422,6 +422,21 @@ def _erf(x):
     return _core.kernel(lambda: wrap(erf(ux), dev), (x,), "ufunc", "cupyx.scipy.special.erf")
 
 
+def _special(name):
+    """cupyx.scipy.special.<name> as the CPU backend computes it (backends/_special.py), as one kernel."""
+    def f(*args):
+        from ...backends import _special as sp
+        qual = f"cupyx.scipy.special.{name}"
+        x = args[-1]
+        dev = x._here(qual) if type(x) is ndarray else current_device_id()
+        us = [unwrap(a, dev, qual) for a in args]
+        impl = {"gammaln": sp.lgamma, "polygamma": lambda n, a: sp.polygamma(int(n.flat[0]), a)}.get(
+            name, getattr(sp, name, None))
+        return _core.kernel(lambda: wrap(impl(*us), dev), args, "ufunc", qual)
+    f.__name__ = name
+    return f
+
+
 _OVERRIDES = {
     "cupy": {"ElementwiseKernel": _kernels.ElementwiseKernel, "ReductionKernel": _kernels.ReductionKernel,
              "ndarray": ndarray, "asarray": asarray, "array": array, "asanyarray": asanyarray,
@@ -431,7 +446,8 @@ _OVERRIDES = {
     "cupyx": {"scatter_add": _scatter(np.add, "cupyx.scatter_add", "add"),
               "scatter_max": _scatter(np.maximum, "cupyx.scatter_max", "maximum"),
               "scatter_min": _scatter(np.minimum, "cupyx.scatter_min", "minimum")},
-    "cupyx.scipy.special": {"erf": _erf},
+    "cupyx.scipy.special": {"erf": _erf, **{n: _special(n) for n in ("erfc", "erfinv", "gammaln", "digamma",
+                                                                      "polygamma")}},
 }
 
 _SUBMODULES = {
