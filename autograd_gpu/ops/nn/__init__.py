@@ -13,4 +13,4 @@ F.* op (namespace "nn.functional"), which autograd_gpu/nn/functional.py re-expor
 - _args.py: the argument helpers they share
 """
 from . import activation, linear, conv, norm, attention, loss, dropout, embedding  # noqa: F401  (they register)
-from . import activation_extra, loss_extra  # noqa: F401
+from . import activation_extra, loss_extra, ctc  # noqa: F401
