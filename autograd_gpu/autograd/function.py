@@ -72,6 +72,26 @@ class Function:
         raise NotImplementedError("subclasses of Function must define forward(ctx, ...)")
 
     @staticmethod
+    def arrays(ctx, *args):
+        """This Function's maths on arrays, for a Function that is a backward's own op (TanhBackward, ...):
+        what ``forward`` computes, given its tensor arguments' arrays and its other arguments in order.
+        ``forward`` returns ``ctx.wrap(cls.arrays(ctx, ...))``; ``of`` runs it straight."""
+        raise NotImplementedError(f"{type(ctx).__name__} has no array maths (arrays) for Function.of")
+
+    @classmethod
+    def of(cls, ctx, grad, *extra):
+        """The gradient that ``ctx``'s backward returns, written once as this Function (the backward's own
+        op) of ``grad``, ``ctx``'s saved tensors and ``extra`` (its other arguments). When nothing records
+        (ctx._direct()), ``cls.arrays`` runs on the arrays (no node, no saved output rebuilt as a Tensor);
+        otherwise ``cls.apply``, recorded and differentiable again. One place picks for every op and device
+        (issue 23: each backward written once)."""
+        if not state.enabled and not _vmap and ctx.device.backend.context is None:     # ctx._direct(), inline
+            if ctx._saved is None:
+                return ctx.wrap(cls.arrays(ctx, grad.data, *extra))
+            return ctx.wrap(cls.arrays(ctx, grad.data, *ctx._saved_arrays(), *extra))
+        return cls.apply(grad, *ctx.saved_tensors, *extra)
+
+    @staticmethod
     def backward(ctx, *grads):
         """Given the gradient of each output, return the gradient of each input of ``forward`` (None for
         those that need none), using Tensor ops so higher derivatives work.

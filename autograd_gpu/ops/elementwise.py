@@ -206,7 +206,7 @@ class Sub(Function):
     def backward(ctx, grad):
         if not ctx.needs_input_grad[1]:
             return grad, None
-        return grad, (ctx.wrap(-grad.data) if ctx._direct() else -grad)
+        return grad, Neg.of(ctx, grad)
 
 
 class RSubScalar(Function):
@@ -226,6 +226,10 @@ class RSubScalar(Function):
 class Mul(Function):
     batch_rule = batching.elementwise
     _array_forward = True
+
+    @staticmethod
+    def arrays(ctx, a, b):
+        return a * b
 
     @staticmethod
     def forward(ctx, a, b):
@@ -269,6 +273,10 @@ class MulScalar(Function):
     display_name = "Mul"
 
     @staticmethod
+    def arrays(ctx, a, c):
+        return a * _host_const(a, c)
+
+    @staticmethod
     def forward(ctx, x, c):
         ctx.c = c
         a = x.data
@@ -278,11 +286,8 @@ class MulScalar(Function):
     def backward(ctx, grad):
         c = ctx.c
         if c.__class__ is not float and c.__class__ is not int:    # complex (maybe a typed NumPy scalar)
-            c = c.conjugate()
-        elif ctx._direct():
-            g = grad.data
-            return ctx.wrap(g * _host_const(g, c)), None
-        return MulScalar.apply(grad, c), None
+            return MulScalar.apply(grad, c.conjugate()), None
+        return MulScalar.of(ctx, grad, c), None
 
 
 class Div(Function):
@@ -599,6 +604,10 @@ def _rfloordiv(a, b):
     return floor_divide(b, a)
 
 
+def _rmod(a, b):
+    return remainder(b, a)
+
+
 _NO_GRAD = dict(grad=False, gradgrad=False)      # graph constants: no gradient to check
 
 
@@ -660,7 +669,12 @@ def floor_divide(a, b):
     return _ordered("floor_divide", a, b, "floor_divide")
 
 
-# remainder (%) and fmod are differentiable: ops/special.py
+@register(method="__mod__", methods={"__rmod__": _rmod},
+          tests=OpTest((((4,), (4,)),), ref="np.remainder", op=_operator.mod, name="mod", domain=(1.0, 5.0),
+                       **_NO_GRAD))
+def remainder(a, b):
+    """a % b with the sign of b (Python's and NumPy's convention); a constant to the graph."""
+    return _ordered("remainder", a, b, "remainder")
 
 
 _BOOLS = dict(kinds=("bool", "bool"), **_NO_GRAD)
@@ -788,14 +802,16 @@ class Neg(Function):
     _array_forward = True
 
     @staticmethod
+    def arrays(ctx, a):
+        return -a
+
+    @staticmethod
     def forward(ctx, x):
         return ctx.wrap(-x.data)
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():
-            return ctx.wrap(-grad.data)
-        return -grad
+        return Neg.of(ctx, grad)
 
 
 class Abs(Function):
@@ -826,12 +842,10 @@ class Exp(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():
-            yd, = ctx._saved_arrays()
-            if yd.dtype.kind != "c":
-                return ctx.wrap(grad.data * yd)
-        y, = ctx.saved_tensors
-        return Mul.apply(grad, _cj(y))    # same shape and dtype: no wrapper needed
+        if grad.data.dtype.kind == "c":         # d exp(x) = exp(x): grad * conj(y)
+            y, = ctx.saved_tensors
+            return Mul.apply(grad, _cj(y))     # same shape and dtype: no wrapper needed
+        return Mul.of(ctx, grad)
 
 
 class Expm1(Function):
@@ -977,14 +991,10 @@ class Tanh(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():
-            yd, = ctx._saved_arrays()
-            if yd.dtype.kind == "f":           # (bfloat16: TanhBackward's ufuncs; complex: composed)
-                return ctx.wrap(ctx.device.backend.tanh_backward(grad.data, yd))    # one kernel on CUDA
-        y, = ctx.saved_tensors
-        if y.data.dtype.kind == "c":             # composed: TanhBackward's own backward is for real y
+        if grad.data.dtype.kind == "c":         # composed: TanhBackward's own backward is for real y
+            y, = ctx.saved_tensors
             return grad * conj(1.0 - y * y)
-        return TanhBackward.apply(grad, y)
+        return TanhBackward.of(ctx, grad)
 
 
 class TanhBackward(Function):
@@ -994,12 +1004,15 @@ class TanhBackward(Function):
     _array_forward = True
 
     @staticmethod
+    def arrays(ctx, g, y):
+        if y.dtype is bfloat16:                # ufuncs: the CUDA kernel takes no bfloat16
+            return g * (1 - y * y)
+        return ctx.device.backend.tanh_backward(g, y)          # one kernel on CUDA
+
+    @staticmethod
     def forward(ctx, grad, y):
         ctx.save_for_backward(grad, y)
-        yd = y.data
-        if yd.dtype is bfloat16:               # ufuncs: the CUDA kernel takes no bfloat16
-            return ctx.wrap(grad.data * (1 - yd * yd))
-        return ctx.wrap(ctx.device.backend.tanh_backward(grad.data, yd))
+        return ctx.wrap(TanhBackward.arrays(ctx, grad.data, y.data))
 
     @staticmethod
     def backward(ctx, gg):
@@ -1035,14 +1048,10 @@ class Sigmoid(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():
-            yd, = ctx._saved_arrays()
-            if yd.dtype.kind == "f":           # (bfloat16: SigmoidBackward's ufuncs; complex: composed)
-                return ctx.wrap(ctx.device.backend.sigmoid_backward(grad.data, yd))    # one kernel on CUDA
-        y, = ctx.saved_tensors
-        if y.data.dtype.kind == "c":             # composed, as Tanh's
+        if grad.data.dtype.kind == "c":         # composed, as Tanh's
+            y, = ctx.saved_tensors
             return grad * conj(y * (1.0 - y))
-        return SigmoidBackward.apply(grad, y)
+        return SigmoidBackward.of(ctx, grad)
 
 
 class SigmoidBackward(Function):
@@ -1051,12 +1060,15 @@ class SigmoidBackward(Function):
     _array_forward = True
 
     @staticmethod
+    def arrays(ctx, g, y):
+        if y.dtype is bfloat16:                # ufuncs: the CUDA kernel takes no bfloat16
+            return g * (y * (1 - y))
+        return ctx.device.backend.sigmoid_backward(g, y)       # one kernel on CUDA
+
+    @staticmethod
     def forward(ctx, grad, y):
         ctx.save_for_backward(grad, y)
-        yd = y.data
-        if yd.dtype is bfloat16:               # ufuncs: the CUDA kernel takes no bfloat16
-            return ctx.wrap(grad.data * (yd * (1 - yd)))
-        return ctx.wrap(ctx.device.backend.sigmoid_backward(grad.data, yd))
+        return ctx.wrap(SigmoidBackward.arrays(ctx, grad.data, y.data))
 
     @staticmethod
     def backward(ctx, gg):
@@ -1079,12 +1091,7 @@ class Relu(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():
-            yd, = ctx._saved_arrays()
-            if yd.dtype is not bfloat16:       # (the CUDA kernels take no bfloat16: ReluBackward's ufuncs do)
-                return ctx.wrap(ctx.device.backend.relu_backward(grad.data, yd))      # one kernel on CUDA
-        y, = ctx.saved_tensors
-        return ReluBackward.apply(grad, y)
+        return ReluBackward.of(ctx, grad)
 
 
 class ReluBackward(Function):
@@ -1093,11 +1100,15 @@ class ReluBackward(Function):
     _array_forward = True
 
     @staticmethod
+    def arrays(ctx, g, x):
+        if x.dtype is bfloat16:                # ufuncs: the CUDA kernel takes no bfloat16
+            return g * (x > 0)
+        return ctx.device.backend.relu_backward(g, x)          # one kernel on CUDA
+
+    @staticmethod
     def forward(ctx, grad, x):
         ctx.save_for_backward(x)
-        if x.data.dtype is bfloat16:           # ufuncs: the CUDA kernel takes no bfloat16
-            return ctx.wrap(grad.data * (x.data > 0))
-        return ctx.wrap(ctx.device.backend.relu_backward(grad.data, x.data))
+        return ctx.wrap(ReluBackward.arrays(ctx, grad.data, x.data))
 
     @staticmethod
     def backward(ctx, gg):

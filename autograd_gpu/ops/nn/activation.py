@@ -83,10 +83,7 @@ class LogSoftmax(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        y, = ctx.saved_tensors
-        if ctx._direct():                  # LogSoftmaxBackward's forward, on arrays
-            return ctx.wrap(ctx.device.backend.log_softmax_backward(grad.data, y.data, ctx.dim)), None
-        return LogSoftmaxBackward.apply(grad, y, ctx.dim), None
+        return LogSoftmaxBackward.of(ctx, grad, ctx.dim), None
 
 
 def _log_softmax_backward_rule(cls, args, kwargs):
@@ -102,10 +99,14 @@ class LogSoftmaxBackward(Function):
     batch_rule = _log_softmax_backward_rule
 
     @staticmethod
+    def arrays(ctx, g, y, dim):
+        return ctx.device.backend.log_softmax_backward(g, y, dim)
+
+    @staticmethod
     def forward(ctx, grad, y, dim):
         ctx.dim = dim
         ctx.save_for_backward(grad, y)
-        return ctx.wrap(ctx.device.backend.log_softmax_backward(grad.data, y.data, dim))
+        return ctx.wrap(LogSoftmaxBackward.arrays(ctx, grad.data, y.data, dim))
 
     @staticmethod
     def backward(ctx, gg):
@@ -130,11 +131,34 @@ class Softmax(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        y, = ctx.saved_tensors
-        if ctx._direct():                  # the same arithmetic on arrays (two launches on a GPU)
-            return ctx.wrap(ctx.device.backend.softmax_backward(grad.data, y.data, ctx.dim)), None
-        gy = grad * y
-        return gy - y * gy.sum(ctx.dim, keepdims=True), None
+        return SoftmaxBackward.of(ctx, grad, ctx.dim), None
+
+
+class SoftmaxBackward(Function):
+    """y * (grad - sum(grad * y)) along dim, for y = softmax(x), as one node (two launches on a GPU); its own
+    backward composes Tensor ops."""
+    batch_rule = _log_softmax_backward_rule
+
+    @staticmethod
+    def arrays(ctx, g, y, dim):
+        return ctx.device.backend.softmax_backward(g, y, dim)
+
+    @staticmethod
+    def forward(ctx, grad, y, dim):
+        ctx.dim = dim
+        ctx.save_for_backward(grad, y)
+        return ctx.wrap(SoftmaxBackward.arrays(ctx, grad.data, y.data, dim))
+
+    @staticmethod
+    def backward(ctx, gg):
+        # out = y * grad - y * s, s = sum(grad * y): d/dgrad = y * (gg - sum(gg * y)) (this op of gg);
+        # d/dy = gg * (grad - s) - grad * sum(gg * y)
+        grad, y = ctx.saved_tensors
+        d = ctx.dim
+        d_grad = SoftmaxBackward.apply(gg, y, d) if ctx.needs_input_grad[0] else None
+        d_y = gg * (grad - (grad * y).sum(d, keepdims=True)) - grad * (gg * y).sum(d, keepdims=True) \
+            if ctx.needs_input_grad[1] else None
+        return d_grad, d_y, None
 
 
 def _softmax_dim(x, dim, dtype, op):
