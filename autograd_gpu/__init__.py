@@ -7,7 +7,8 @@ from .tensor import Tensor
 from .creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, full, empty, arange,
                        linspace, eye, rand, randn, randint, zeros_like, ones_like, full_like, empty_like,
                        rand_like, randn_like, manual_seed)
-from .autograd import Function, no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+from .autograd import (Function, no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
+                       is_inference_mode_enabled)
 from . import autograd, backends, cuda
 from .backends.threads import set_num_threads, get_num_threads
 from . import ops

@@ -2,7 +2,8 @@
 import weakref
 
 from .autograd import function as _function
-from .autograd.grad_mode import state as _grad_state
+from .autograd.grad_mode import state as _grad_state, inference_threads as _inference, \
+    mark_inference as _mark_inference
 from .backends import backend_of_array, SCALAR_TYPES, as_ndarray
 from .device import Device, device as _parse_device, get_default_device
 from . import dtypes as _dtypes
@@ -134,6 +135,8 @@ class Tensor:
         t.device = dev
         t.requires_grad = False
         t.grad_fn = None
+        if _inference[0]:                  # some thread is inside inference_mode(): maybe an inference tensor
+            _mark_inference(t)
         return t
 
     def version_counter(self):

@@ -1,17 +1,88 @@
-"""no_grad, enable_grad, set_grad_enabled: thread-local switches for graph recording."""
+"""no_grad, enable_grad, set_grad_enabled, inference_mode: thread-local switches for graph recording."""
 import functools
 import threading
 from threading import get_ident as _get_ident
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
+           "is_inference_mode_enabled"]
 
 
 class _State(threading.local):
     enabled = True     # class attribute: every new thread starts with recording on
     anomaly = False    # detect_anomaly() is active in this thread
+    inference = False  # inference_mode() is active in this thread
 
 
 state = _State()
+
+# how many threads are inside inference_mode() now: tensor creation reads this plain list first (a
+# global and an index, cheaper than the thread-local flag), so outside inference mode it costs ~nothing
+inference_threads = [0]
+
+
+class _InferenceVersion:
+    """The version counter of an inference tensor (one made inside ``inference_mode()``), shared by all
+    of them. Inside inference mode it reads 0 and ignores writes. Outside, reading the version (what
+    saving the tensor for backward does) or bumping it (an in-place write) raises, as PyTorch does:
+    an inference tensor kept no version, so no graph may depend on it."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i):
+        if i == 1 or state.inference:
+            return 0
+        return _InferenceVersionValue()
+
+    def __setitem__(self, i, value):
+        if not state.inference:
+            raise _inplace_error()
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __repr__(self):
+        return "<inference tensor: no version counter>"
+
+
+class _InferenceVersionValue:
+    """What an inference tensor's version reads outside inference mode: using it raises."""
+
+    __slots__ = ()
+
+    def __bool__(self):
+        raise RuntimeError("Inference tensors cannot be saved for backward. To work around you can make a "
+                           "clone to get a normal tensor and use it in autograd (a tensor made inside "
+                           "ag.inference_mode() is used in a graph recorded outside it)")
+
+    __eq__ = __ne__ = __index__ = __int__ = lambda self, *a: self.__bool__()
+    __hash__ = None
+
+    def __add__(self, other):
+        raise _inplace_error()
+
+    __iadd__ = __add__
+
+
+def _inplace_error():
+    return RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed. You can make "
+                        "a clone to get a normal tensor before doing inplace update (the tensor was made inside "
+                        "ag.inference_mode())")
+
+
+INFERENCE_VERSION = _InferenceVersion()
+
+
+def mark_inference(t):
+    """Make ``t`` an inference tensor when this thread is inside ``inference_mode()`` (called where
+    tensors are made, after ``inference_threads[0]`` said some thread is)."""
+    if state.inference and t._version is None:
+        t._version = INFERENCE_VERSION
+    return t
+
+
+def is_inference_mode_enabled():
+    """True inside ``ag.inference_mode()`` in this thread."""
+    return state.inference
 
 
 def is_grad_enabled():
@@ -57,6 +128,8 @@ class _GradModeContext:
         return False
 
     def __call__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"{type(self).__name__}: as a decorator it takes a function, got {type(fn).__name__}")
         mode = self.mode
 
         @functools.wraps(fn)
@@ -70,8 +143,19 @@ class _GradModeContext:
         return wrapper
 
 
+def _bare(cls, orig_func):
+    """``@no_grad`` without parentheses: the class called on the function decorates it."""
+    if orig_func is None:
+        return object.__new__(cls)
+    if not callable(orig_func):
+        raise TypeError(f"{cls.__name__}() takes no arguments (or, used bare as a decorator, a function), got "
+                        f"{type(orig_func).__name__}")
+    return cls()(orig_func)
+
+
 class no_grad(_GradModeContext):
-    """Turn graph recording off (in this thread only).
+    """Turn graph recording off (in this thread only): ``with ag.no_grad():``, ``@ag.no_grad()`` or bare
+    ``@ag.no_grad``.
 
     >>> w = ag.ones(2, requires_grad=True)
     >>> with ag.no_grad():
@@ -80,14 +164,21 @@ class no_grad(_GradModeContext):
     False
     """
 
-    def __init__(self):
+    def __new__(cls, orig_func=None):
+        return _bare(cls, orig_func)
+
+    def __init__(self, orig_func=None):
         super().__init__(False)
 
 
 class enable_grad(_GradModeContext):
-    """Turn graph recording on (in this thread only), e.g. inside a no_grad block."""
+    """Turn graph recording on (in this thread only), e.g. inside a no_grad block; also a decorator,
+    called or bare."""
 
-    def __init__(self):
+    def __new__(cls, orig_func=None):
+        return _bare(cls, orig_func)
+
+    def __init__(self, orig_func=None):
         super().__init__(True)
 
 
@@ -107,3 +198,62 @@ class set_grad_enabled(_GradModeContext):
     def __call__(self, fn):
         state.enabled = self.prev.pop()   # as a decorator it must not change the mode now
         return super().__call__(fn)
+
+
+class inference_mode:
+    """``no_grad`` for inference: nothing is recorded, and the tensors made inside are *inference
+    tensors*, which no later graph may depend on. Outside the block, an op that records and saves one
+    for backward raises, and so does an in-place write to one (as in PyTorch; ``.clone()`` makes a normal
+    tensor). ``inference_mode(False)`` turns it off inside an enclosing block. A context manager and a
+    decorator (called or bare).
+
+    >>> with ag.inference_mode():
+    ...     y = ag.ones(2) * 2
+    >>> y.requires_grad
+    False
+    """
+
+    def __new__(cls, mode=True):
+        if callable(mode) and not isinstance(mode, bool):     # bare decorator: @ag.inference_mode
+            return cls()(mode)
+        return object.__new__(cls)
+
+    def __init__(self, mode=True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode: expected a bool, got {type(mode).__name__}")
+        self.mode = mode
+        self._stacks = {}
+
+    def __enter__(self):
+        tid = _get_ident()
+        self._stacks.setdefault(tid, []).append((state.enabled, state.inference))
+        if self.mode:
+            state.enabled = False
+            if not state.inference:
+                inference_threads[0] += 1
+            state.inference = True
+        elif state.inference:
+            inference_threads[0] -= 1
+            state.inference = False
+
+    def __exit__(self, *exc):
+        tid = _get_ident()
+        stack = self._stacks[tid]
+        enabled, inference = stack.pop()
+        if not stack:
+            del self._stacks[tid]
+        if inference != state.inference:
+            inference_threads[0] += 1 if inference else -1
+        state.enabled, state.inference = enabled, inference
+        return False
+
+    def __call__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"inference_mode: as a decorator it takes a function, got {type(fn).__name__}")
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+        return wrapper
