@@ -179,6 +179,37 @@ class Optimizer:
         for p in updated:
             p._bump_version()
 
+    def _reference_params(self, group, init_state):
+        """(p, xp, a, g, state) for each parameter of ``group`` that has a gradient, for an update written
+        step by step on arrays (ag.compile records its array ops): ``a`` and ``g`` are the parameter's
+        and gradient's arrays (complex ones as real pairs, real_view), ``g`` negated when the group
+        maximizes, and ``state`` the parameter's state, set up by ``init_state(state, p, group)`` the
+        first time. The caller updates ``a`` in place; each parameter's version is bumped after."""
+        maximize = group.get("maximize", False)
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            a, g = p.data, p.grad.data
+            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
+                a, g = real_view(a), real_view(g, writable=False)
+            if maximize:
+                g = -g
+            state = self.state[p]
+            if not state:
+                init_state(state, p, group)
+            yield p, p.device.backend.xp, a, g, state
+            p._bump_version()
+
+    def _zeros_state(self, p, fill=0.0):
+        """A state buffer shaped like ``p`` (zeros, or ``fill``; a complex one ``fill`` in both parts), on its
+        device."""
+        xp = p.device.backend.xp
+        if fill == 0:
+            return Tensor._make(xp.zeros_like(p.data), p.device)
+        if p.data.dtype.kind == "c":           # both parts, as the pairs real_view updates
+            fill = complex(fill, fill)
+        return Tensor._make(xp.full(p.data.shape, fill, dtype=p.data.dtype), p.device)
+
     # -- saving and loading ---------------------------------------------------------------------
     def state_dict(self):
         """{"state": {index: {name: value}}, "param_groups": [{options..., "params": [index, ...]}]}, with
@@ -229,8 +260,12 @@ class Optimizer:
             p = id_map.get(int(k))
             if p is None:
                 continue
-            state[p] = {name: _state_value(name, v, p, k) for name, v in st.items()}
+            state[p] = {name: self._load_state_value(name, v, p, k) for name, v in st.items()}
         self.state, self.param_groups = state, new_groups   # nothing changes unless everything checked
+
+    def _load_state_value(self, name, value, param, index):
+        """One loaded state entry, checked (an optimizer whose state is not per-element overrides it)."""
+        return _state_value(name, value, param, index)
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]

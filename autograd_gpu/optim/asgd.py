@@ -1,0 +1,44 @@
+"""ASGD: averaged stochastic gradient descent (PyTorch's update rule)."""
+from .optimizer import Optimizer, real_view
+from .._trace_hooks import host_values
+
+__all__ = ["ASGD"]
+
+
+class ASGD(Optimizer):
+    """p *= 1 - lambd eta;  p -= eta g;  ax += mu (p - ax);  then eta = lr / (1 + lambd lr t)^alpha and
+    mu = 1 / max(1, t - t0)  (g += wd * p first). ``state["ax"]`` is the averaged parameter."""
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0, maximize=False):
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+                                      maximize=maximize))
+
+    _dynamic_state = ("step", "eta", "mu")
+    _ranges = (("lr", "learning rate"), ("weight_decay", "weight_decay value"))
+
+    def _init_state(self, state, p, group):
+        state["step"] = 0
+        state["eta"] = float(group["lr"])
+        state["mu"] = 1.0
+        state["ax"] = self._zeros_state(p)
+
+    def _update_group(self, group):
+        wd = group["weight_decay"]
+        for p, xp, a, g, state in self._reference_params(group, self._init_state):
+            shrink, eta, mu = host_values(_count_step, state, group, dtype=a.dtype, device=p.device)
+            if wd != 0:
+                g = g + wd * a
+            a *= shrink
+            a -= eta * g
+            ax = real_view(state["ax"].data)
+            ax += mu * (a - ax)                 # mu is 1 until t0 steps: ax follows p
+
+
+def _count_step(state, group):
+    """Count one step; this step's (1 - lambd eta, eta, mu), then the next eta and mu."""
+    state["step"] = t = state.get("step", 0) + 1
+    eta, mu = state["eta"], state["mu"]
+    lr, lambd = group["lr"], group["lambd"]
+    state["eta"] = lr / ((1 + lambd * lr * t) ** group["alpha"])
+    state["mu"] = 1 / max(1, t - group["t0"])
+    return 1 - lambd * eta, eta, mu
