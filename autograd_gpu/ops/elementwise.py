@@ -604,10 +604,6 @@ def _rfloordiv(a, b):
     return floor_divide(b, a)
 
 
-def _rmod(a, b):
-    return remainder(b, a)
-
-
 _NO_GRAD = dict(grad=False, gradgrad=False)      # graph constants: no gradient to check
 
 
@@ -669,12 +665,7 @@ def floor_divide(a, b):
     return _ordered("floor_divide", a, b, "floor_divide")
 
 
-@register(method="__mod__", methods={"__rmod__": _rmod},
-          tests=OpTest((((4,), (4,)),), ref="np.remainder", op=_operator.mod, name="mod", domain=(1.0, 5.0),
-                       **_NO_GRAD))
-def remainder(a, b):
-    """a % b with the sign of b (Python's and NumPy's convention); a constant to the graph."""
-    return _ordered("remainder", a, b, "remainder")
+# remainder (%) and fmod are differentiable: ops/special.py
 
 
 _BOOLS = dict(kinds=("bool", "bool"), **_NO_GRAD)
