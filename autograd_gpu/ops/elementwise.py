@@ -1123,16 +1123,40 @@ class Gelu(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():
-            xd, = ctx._saved_arrays()
-            return ctx.wrap(ctx.device.backend.gelu_backward(grad.data, xd, ctx.aux, ctx.approximate)), None
-        x, = ctx.saved_tensors
-        if ctx.approximate == "tanh":
-            t = tanh((x + x * x * x * 0.044715) * _SQRT_2_OVER_PI)
-            d = (t + 1.0) * 0.5 + x * (1.0 - t * t) * ((x * x * (3 * 0.044715) + 1.0) * (0.5 * _SQRT_2_OVER_PI))
-        else:
-            d = (erf(x * (1.0 / _SQRT_2)) + 1.0) * 0.5 + x * exp(x * x * -0.5) * (1.0 / math.sqrt(2.0 * math.pi))
-        return grad * d, None
+        # aux matches x's array as the forward saw it; under vmap the rule may lay x out anew: recomputed
+        return GeluBackward.of(ctx, grad, None if _function._vmap else ctx.aux, ctx.approximate), None
+
+
+class GeluBackward(Function):
+    """grad * gelu'(x) as one op (the backend's kernel; ``aux``: what the forward kept, or None to recompute
+    it), differentiable again: its own backward is this op of gg and grad * gelu''(x) composed."""
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def arrays(ctx, g, x, aux, approximate):
+        return ctx.device.backend.gelu_backward(g, x, aux, approximate)
+
+    @staticmethod
+    def forward(ctx, grad, x, aux, approximate):
+        ctx.approximate = approximate
+        ctx.save_for_backward(grad, x)
+        return ctx.wrap(GeluBackward.arrays(ctx, grad.data, x.data, aux, approximate))
+
+    @staticmethod
+    def backward(ctx, gg):
+        grad, x = ctx.saved_tensors
+        need_g, need_x = ctx.needs_input_grad[:2]
+        d_grad = GeluBackward.apply(gg, x, None, ctx.approximate) if need_g else None
+        if not need_x:
+            return d_grad, None, None, None
+        if ctx.approximate == "tanh":          # d' = (1 - t^2) (u' + x/2 (u'' - 2 t u'^2)), u = c (x + 0.044715 x^3)
+            c = _SQRT_2_OVER_PI
+            t = tanh((x + x * x * x * 0.044715) * c)
+            u1 = (x * x * (3 * 0.044715) + 1.0) * c
+            d2 = (1.0 - t * t) * (u1 + x * 0.5 * (x * (6 * 0.044715 * c) - t * u1 * u1 * 2.0))
+        else:                                  # d' = phi(x) (2 - x^2)
+            d2 = exp(x * x * -0.5) * (1.0 / math.sqrt(2.0 * math.pi)) * (2.0 - x * x)
+        return d_grad, gg * grad * d2, None, None
 
 
 class Silu(Function):
@@ -1149,12 +1173,32 @@ class Silu(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():
-            xd, = ctx._saved_arrays()
-            return ctx.wrap(ctx.device.backend.silu_backward(grad.data, xd, ctx.aux))
-        x, = ctx.saved_tensors
+        return SiluBackward.of(ctx, grad, None if _function._vmap else ctx.aux)      # (as Gelu's)
+
+
+class SiluBackward(Function):
+    """grad * s (1 + x (1 - s)), s = sigmoid(x), as one op (the backend's kernel; ``aux``: s as the forward
+    kept it, or None to recompute it), differentiable again: d/dx is grad * s (1 - s) (2 + x (1 - 2 s))."""
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def arrays(ctx, g, x, aux):
+        return ctx.device.backend.silu_backward(g, x, aux)
+
+    @staticmethod
+    def forward(ctx, grad, x, aux):
+        ctx.save_for_backward(grad, x)
+        return ctx.wrap(SiluBackward.arrays(ctx, grad.data, x.data, aux))
+
+    @staticmethod
+    def backward(ctx, gg):
+        grad, x = ctx.saved_tensors
+        need_g, need_x = ctx.needs_input_grad[:2]
+        d_grad = SiluBackward.apply(gg, x, None) if need_g else None
+        if not need_x:
+            return d_grad, None, None
         s = sigmoid(x)
-        return grad * (s * (x * (1.0 - s) + 1.0))
+        return d_grad, gg * grad * (s * (1.0 - s) * (x * (1.0 - s * 2.0) + 2.0)), None
 
 
 class LeakyRelu(Function):

@@ -68,7 +68,10 @@ class NumpyActivations:
         return x * cdf, cdf
 
     def gelu_backward(self, g, x, aux, approximate):
-        """grad * gelu'(x) (exact: Phi(x) + x phi(x); tanh: the tanh form's derivative), aux from gelu."""
+        """grad * gelu'(x) (exact: Phi(x) + x phi(x); tanh: the tanh form's derivative), aux from gelu (None:
+        computed here, as gelu would)."""
+        if aux is None:
+            aux = self.gelu(x, approximate)[1]
         if x.ndim == 0:
             return self.gelu_backward(g.reshape(1), x.reshape(1), aux.reshape(1), approximate).reshape(())
         if approximate == "tanh":
@@ -97,7 +100,9 @@ class NumpyActivations:
         return x * s, s
 
     def silu_backward(self, g, x, aux):
-        """grad * s (1 + x (1 - s)), s = sigmoid(x) (aux from silu)."""
+        """grad * s (1 + x (1 - s)), s = sigmoid(x) (aux from silu; None: computed here)."""
+        if aux is None:
+            aux = self.sigmoid(x)
         if x.ndim == 0:
             return self.silu_backward(g.reshape(1), x.reshape(1), aux.reshape(1)).reshape(())
         d = 1 - aux
