@@ -61,7 +61,7 @@ class Device:
         return (device, (self._str,))
 
 
-_interned = {}
+_interned: dict[object, Device] = {}       # spec (a string) -> its interned Device
 _lock = threading.Lock()
 
 

@@ -1,7 +1,19 @@
 """ag.fft: NumPy's discrete Fourier transforms on Tensors, differentiable (autograd_gpu/ops/fft.py).
 
 Every name is an op registered with namespace="fft"; this module exports what the registry lists."""
+import typing as _typing
+
 from .ops import fft as _fft  # noqa: F401  (importing it registers its ops)
 from .ops import registry as _registry
 
 __all__ = _registry.export("fft", globals())
+
+if _typing.TYPE_CHECKING:
+    # The names are made at import by export() from the registry, which a type checker cannot run:
+    # to it each is an op function. Only the checker sees this; at run time a missing name is an AttributeError.
+    from typing import Any, Protocol
+
+    class _Op(Protocol):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def __getattr__(name: str) -> _Op: ...

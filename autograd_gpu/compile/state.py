@@ -14,6 +14,7 @@ import types
 from collections import deque
 from math import copysign as _copysign
 from operator import is_not as _is_not
+from typing import Callable
 
 from ..tensor import Tensor
 from .. import backends as _backends
@@ -116,7 +117,7 @@ def _module_reads(m, names, objs, watch, seen):
             objs.append(v)
 
 
-_names = {}           # code object -> the global names it (and the functions inside it) reads
+_names: dict[types.CodeType, list[str]] = {}     # code object -> the global names it (and the functions inside it) reads
 
 
 class State:
@@ -325,8 +326,8 @@ _MODULE_SLOTS = frozenset({"_parameters", "_buffers", "_modules", "_non_persiste
 _SETS = frozenset({set, frozenset})
 _LIBRARIES = frozenset({"autograd_gpu", "numpy", "cupy", "numexpr", "torch", "scipy", "builtins"}) | \
     frozenset(getattr(sys, "stdlib_module_names", ()))
-_user = {}
-_user_classes = {}     # class -> the user classes in its MRO (none for the library's modules)
+_user: dict[str, bool] = {}      # module name -> whether it is the user's code (_user_code)
+_user_classes: dict[type, tuple[type, ...]] = {}     # class -> the user classes in its MRO (none for the library's modules)
 
 
 def _user_module(m):
@@ -414,7 +415,7 @@ class Watch:
         return len(cur) == len(self.snap) and not any(map(_is_not, cur, self.snap))
 
 
-_readers = {}           # generated reader source -> function (walks of one structure share it)
+_readers: dict[str, Callable] = {}     # generated reader source -> function (walks of one structure share it)
 
 
 def _watch_source(watch):
@@ -659,7 +660,7 @@ def _opt_sig(opt):
     return groups, tuple(st)
 
 
-_slots = {}
+_slots: dict[type, tuple[str, ...]] = {}     # user class -> its __slots__ names (_slot_names)
 
 
 def _slot_names(cls):

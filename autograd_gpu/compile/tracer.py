@@ -20,6 +20,7 @@ compile/ reach them (``Tracer.host_values`` answers the hook).
 import operator
 import threading
 import traceback
+from typing import Any, Callable
 
 from .. import backends as _backends
 from ..backends.trace_ir import Ref, Step, RecordingNamespace
@@ -178,7 +179,7 @@ class Traced:
     def __repr__(self):
         return f"Traced(v{self.vid}, {self.v!r})" if _active.t is None else _guard(repr, (self,), {}, "repr")
 
-    __hash__ = None
+    __hash__ = None    # type: ignore[assignment]  # unhashable, as an array (typeshed types object.__hash__ as a method)
     __str__ = _read(str, "str")
     __format__ = _read(format, "format")
     __bool__ = _read(bool, "bool")
@@ -189,6 +190,7 @@ class Traced:
     __contains__ = _read(operator.contains, "contains")
 
 
+_fn: Callable[..., Any]      # the operator of each dunder below: binary, comparison, then unary
 for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
                    ("truediv", operator.truediv), ("floordiv", operator.floordiv), ("mod", operator.mod),
                    ("pow", operator.pow), ("matmul", operator.matmul), ("and", operator.and_),

@@ -15,7 +15,7 @@ from .utils import zero_grads
 
 __all__ = ["Module"]
 
-_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])   # load_state_dict's result
 
 
 def _addindent(text, n):
@@ -391,7 +391,7 @@ class Module:
                               + ".")
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
-        return _IncompatibleKeys(missing, unexpected)
+        return IncompatibleKeys(missing, unexpected)
 
     # -- copying and printing -------------------------------------------------------------------
     def __deepcopy__(self, memo):

@@ -12,8 +12,8 @@ import warnings
 from ..tensor import Tensor
 
 _new = object.__new__
-_sizes = []            # batch size of each active level; level k (1-based) is _sizes[k - 1]
-_warned = set()        # ops whose fallback warning was shown
+_sizes: list[int] = []  # batch size of each active level; level k (1-based) is _sizes[k - 1]
+_warned: set = set()    # ops whose fallback warning was shown
 
 
 # --------------------------------------------------------------------------- BatchedTensor
@@ -40,7 +40,7 @@ class _LogicalArray:
     __getattr__ = __array__ = __getitem__ = __setitem__ = __iter__ = __len__ = __bool__ = _refuse
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __add__ = __sub__ = __mul__ = __truediv__ = _refuse
     __radd__ = __rsub__ = __rmul__ = __rtruediv__ = __neg__ = __pow__ = __matmul__ = __and__ = __or__ = _refuse
-    __hash__ = None
+    __hash__ = None    # type: ignore[assignment]  # unhashable (typeshed types object.__hash__ as a method)
 
 
 class BatchedTensor(Tensor):
@@ -77,7 +77,7 @@ class BatchedTensor(Tensor):
     def grad_fn(self, value):
         self._bbase.grad_fn = value
 
-    @property
+    @property     # type: ignore[misc]  # read-only here: a batched tensor's .grad is a view of the physical one's
     def grad(self):
         g = self._bbase.grad
         return None if g is None else _wrap(g, self._blevels)

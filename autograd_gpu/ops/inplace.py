@@ -87,7 +87,7 @@ def apply_inplace(x, fn, op, *args):
 _DIRECT = {"add_": "add", "sub_": "subtract", "mul_": "multiply", "div_": "true_divide"}
 # the classes whose .data is the tensor's own array, for the one-call path below: nn.Parameter (an
 # optimizer's p.sub_(...)) adds itself; a vmap BatchedTensor holds a batch and takes the general path
-PLAIN_CLASSES = {Tensor}
+PLAIN_CLASSES: set[type] = {Tensor}
 _SCALARS = {"f": (bool, int, float), "c": (bool, int, float, complex)}
 
 

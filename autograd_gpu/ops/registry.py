@@ -38,7 +38,7 @@ NumPy (references are named, or written as ``f(np, *arrays)``, and resolved by t
 """
 import operator
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypedDict
 
 from ..dtypes import float32, float64, complex64, complex128
 from ..tensor import Tensor
@@ -52,8 +52,16 @@ NAMESPACES = {"": "ag", "linalg": "ag.linalg", "fft": "ag.fft", "nn.functional":
 # sample shapes most op-table entries use: a matrix, a 0-d tensor, an empty one, one that broadcasts
 UNARY = (((3, 4),), ((),), ((0, 3),), ((2, 1, 3),))
 BINARY = (((2, 3), (2, 3)), ((2, 3), (3,)), ((), (4,)), ((3, 1), (1, 4)), ((2, 0), (2, 1)))
+
+
+class _ComplexOptions(TypedDict):
+    """COMPLEX's keywords, typed so that ``OpTest(..., **COMPLEX)`` is type-checked like written-out keywords."""
+    dtypes: tuple
+    tol: dict
+
+
 # an entry on complex inputs: OpTest(..., **COMPLEX) (gradients checked in complex128, PyTorch's convention)
-COMPLEX = {"dtypes": (complex64, complex128), "tol": {complex64: {"rtol": 1e-4, "atol": 1e-5}}}
+COMPLEX: _ComplexOptions = {"dtypes": (complex64, complex128), "tol": {complex64: {"rtol": 1e-4, "atol": 1e-5}}}
 # Why the LAPACK-backed ops refuse bfloat16 (OpTest's no_bfloat16): their TypeError says what to do
 NO_BF16_LAPACK = "LAPACK and cuSOLVER have no bfloat16 (PyTorch refuses it too)"
 
@@ -112,9 +120,9 @@ class OpDef:
         return f"{prefix}.{self.name}"
 
 
-_OPS = {}            # (namespace, name) -> OpDef, in registration order
-_NAMES = {}          # (namespace, public name or alias) -> OpDef
-_METHODS = {}        # Tensor attribute -> (OpDef, callable)
+_OPS: dict[tuple[str, str], OpDef] = {}      # (namespace, name) -> OpDef, in registration order
+_NAMES: dict[tuple[str, str], OpDef] = {}    # (namespace, public name or alias) -> OpDef
+_METHODS: dict[str, tuple[OpDef, Callable]] = {}    # Tensor attribute -> (OpDef, callable)
 # what the Tensor class body defines itself (__repr__, __len__, shape, ...): no registration may replace it
 _CLASS_ATTRS = frozenset(vars(Tensor)) - {"__module__", "__doc__", "__slots__", "__dict__", "__weakref__",
                                          "__qualname__"}

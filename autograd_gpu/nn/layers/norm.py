@@ -10,7 +10,7 @@ __all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
 
 
 class _BatchNorm(Module):
-    _dims = ()
+    _dims: tuple[int, ...] = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  device=None, dtype=None):

@@ -144,7 +144,7 @@ class ScaledDotProductAttention(Function):
 # given generate_square_subsequent_mask passes), L == S >= 64, no dropout, same batch dims, on NumPy.
 CAUSAL_BLOCKS = 4
 CAUSAL_MASKS_KEPT = 4      # (L, dtype) -> the (L, L) causal mask, for the last few lengths only (not one per length)
-_causal_masks = {}
+_causal_masks: dict = {}
 
 
 def _causal_blocks(backend, q, k, v, mask, keep, need_mask):

@@ -43,8 +43,8 @@ class TransferLog:
         return f"TransferLog(d2h={self.d2h}, h2d={self.h2d}, sync={self.sync})"
 
 
-_logs = []                          # the logs now open (count_transfers nests)
-_hooks = []                         # callables hook(kind, what), run before each transfer
+_logs: list = []                    # the logs now open (count_transfers nests)
+_hooks: list = []                   # callables hook(kind, what), run before each transfer
 
 
 def record(kind, what):
@@ -96,7 +96,7 @@ class LaunchLog:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-_launch_logs = []                   # the launch logs now open (count_launches nests)
+_launch_logs: list = []             # the launch logs now open (count_launches nests)
 
 
 def launch(kind, name, n=1):
@@ -497,7 +497,7 @@ class ndarray:
             self._a[k.pop() if k else _index_key(self, key, dev, setting=True)] = value
         kernel(run, (self, key), kind, "ndarray.__setitem__", n)
 
-    __hash__ = None
+    __hash__ = None    # type: ignore[assignment]  # unhashable, as numpy.ndarray (typeshed types object.__hash__ as a method)
 
     # -- copies, views and casts with CuPy's device rules --
     def copy(self, order="C"):

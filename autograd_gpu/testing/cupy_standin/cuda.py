@@ -77,7 +77,7 @@ _current = threading.local()          # device id -> the thread's current stream
 class Stream:
     """Streams exist so code that makes and uses them runs, the current one per thread and device as
     CuPy keeps it (``with stream``, ``use``); the simulated work is already done."""
-    null = None
+    null: "Stream | None" = None     # the null stream, set below the class
 
     def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
         self.ptr = 0 if null else id(self)
