@@ -63,6 +63,10 @@ def _state_value(name, value, param, index):
                          f"parameter has shape {param.shape}")
     return out
 
+# an entry of Optimizer._ranges: check_range's arguments, (option, its name in messages[, low[, high[, strict_high]]])
+_Range = (tuple[str, str] | tuple[str, str, float] | tuple[str, str, float, float | None]
+          | tuple[str, str, float, float | None, bool])
+
 
 class Optimizer:
     """Base class: holds ``param_groups`` (dicts of "params" plus options) and ``state`` (per parameter)."""
@@ -137,7 +141,7 @@ class Optimizer:
         return loss
 
     # (option, its name in messages[, low, high]): each must satisfy check_range in every group
-    _ranges = (("lr", "learning rate"),)
+    _ranges: tuple[_Range, ...] = (("lr", "learning rate"),)
 
     def _check_group(self, group):
         """Raise ValueError/TypeError for options out of range (``_ranges``, and what a subclass adds);
