@@ -300,12 +300,20 @@ def swapaxes(x, axis1, axis2, op="swapaxes"):
 @register(method=True, tests=OpTest(
     (((2, 3, 4),),), op=lambda x: moveaxis(x, 0, -1), ref=lambda np, a: np.moveaxis(a, 0, -1)))
 def moveaxis(x, source, destination):
-    """Move dim ``source`` to position ``destination``, the others keeping their order."""
-    s = normalize_dim(source, x.ndim, "moveaxis")
-    d = normalize_dim(destination, x.ndim, "moveaxis")
-    dims = [i for i in range(x.ndim) if i != s]
-    dims.insert(d, s)
-    return permute(x, *dims)
+    """Move dim ``source`` to position ``destination`` (ints, or sequences of one length), the others
+    keeping their order."""
+    x = as_tensor(x, "moveaxis")
+    src = [source] if hasattr(source, "__index__") else list(source)
+    dst = [destination] if hasattr(destination, "__index__") else list(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"moveaxis: expected as many sources as destinations, got {len(src)} and {len(dst)}")
+    src = [normalize_dim(s, x.ndim, "moveaxis") for s in src]
+    dst = [normalize_dim(d, x.ndim, "moveaxis") for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"moveaxis: repeated dim in source {source} or destination {destination}")
+    rest = iter(i for i in range(x.ndim) if i not in src)
+    placed = dict(zip(dst, src))
+    return permute(x, *(placed[i] if i in placed else next(rest) for i in range(x.ndim)))
 
 
 @register(method=True, tests=(
