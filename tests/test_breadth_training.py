@@ -211,3 +211,123 @@ def test_optimizer_defaults_and_checks():
         optim.Rprop(p, etas=(1.5, 1.2))
     with pytest.raises(ValueError, match="learning rate"):
         optim.RAdam(p, lr=-1)
+
+
+# -- learning-rate schedulers: 30 epochs against PyTorch ----------------------------------------------
+def _sched_cases(mod, opt):
+    """name -> a scheduler of ``mod`` (ag's lr_scheduler or torch's) on ``opt``."""
+    return {
+        "StepLR": lambda: mod.StepLR(opt, 7, gamma=0.5),
+        "MultiStepLR": lambda: mod.MultiStepLR(opt, [3, 8, 8, 20], gamma=0.3),
+        "ExponentialLR": lambda: mod.ExponentialLR(opt, 0.9),
+        "CosineAnnealingLR": lambda: mod.CosineAnnealingLR(opt, 10, eta_min=0.001),
+        "LambdaLR": lambda: mod.LambdaLR(opt, [lambda e: 0.95 ** e, lambda e: 1 / (1 + e)]),
+        "MultiplicativeLR": lambda: mod.MultiplicativeLR(opt, lambda e: 0.9 if e % 2 else 1.05),
+        "ConstantLR": lambda: mod.ConstantLR(opt, factor=0.25, total_iters=6),
+        "LinearLR": lambda: mod.LinearLR(opt, start_factor=0.1, end_factor=0.9, total_iters=12),
+        "PolynomialLR": lambda: mod.PolynomialLR(opt, total_iters=20, power=2.0),
+        "CosineAnnealingWarmRestarts": lambda: mod.CosineAnnealingWarmRestarts(opt, T_0=4, T_mult=2, eta_min=0.01),
+        "CyclicLR": lambda: mod.CyclicLR(opt, base_lr=0.01, max_lr=[0.1, 0.2], step_size_up=4, step_size_down=3,
+                                         mode="triangular2"),
+        "CyclicLR-exp": lambda: mod.CyclicLR(opt, base_lr=0.01, max_lr=0.1, step_size_up=5, mode="exp_range",
+                                             gamma=0.97),
+        "OneCycleLR": lambda: mod.OneCycleLR(opt, max_lr=[0.5, 1.0], total_steps=31),
+        "OneCycleLR-3": lambda: mod.OneCycleLR(opt, max_lr=0.5, epochs=4, steps_per_epoch=8, pct_start=0.25,
+                                               anneal_strategy="linear", three_phase=True),
+        "SequentialLR": lambda: mod.SequentialLR(opt, [mod.LinearLR(opt, 0.1, total_iters=5),
+                                                       mod.CosineAnnealingLR(opt, 12), mod.ExponentialLR(opt, 0.8)],
+                                                 milestones=[5, 17]),
+        "ChainedScheduler": lambda: mod.ChainedScheduler([mod.ConstantLR(opt, factor=0.5, total_iters=4),
+                                                          mod.ExponentialLR(opt, 0.9)]),
+    }
+
+
+SCHEDULERS = list(_sched_cases(lr_scheduler, None))
+
+
+def _sched_pair(name):
+    pa, pb = nn.Parameter(ag.zeros(2)), nn.Parameter(ag.zeros(3))
+    opt = optim.SGD([{"params": [pa]}, {"params": [pb], "lr": 0.2}], lr=0.1, momentum=0.9)
+    ta, tb = torch.zeros(2, requires_grad=True), torch.zeros(3, requires_grad=True)
+    topt = torch.optim.SGD([{"params": [ta]}, {"params": [tb], "lr": 0.2}], lr=0.1, momentum=0.9)
+    return opt, _sched_cases(lr_scheduler, opt)[name](), topt, _sched_cases(torch.optim.lr_scheduler, topt)[name]()
+
+
+@needs_torch
+@pytest.mark.parametrize("name", SCHEDULERS)
+def test_scheduler_30_epochs_match_torch(name):
+    opt, s, topt, ts = _sched_pair(name)
+    for epoch in range(31):
+        np.testing.assert_allclose(s.get_last_lr(), ts.get_last_lr(), rtol=1e-12, atol=1e-15, err_msg=str(epoch))
+        assert [g["lr"] for g in opt.param_groups] == pytest.approx([g["lr"] for g in topt.param_groups], rel=1e-12)
+        assert [g["momentum"] for g in opt.param_groups] == pytest.approx([g["momentum"] for g in topt.param_groups],
+                                                                          rel=1e-12)
+        if epoch < 30:
+            opt.step()
+            topt.step()
+            s.step()
+            ts.step()
+
+
+@needs_torch
+def test_reduce_lr_on_plateau_matches_torch():
+    metrics = [1.0, 0.9, 0.95, 0.95, 0.96, 0.8, 0.8, 0.8, 0.8, 0.85, 0.79, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9,
+               0.9, 0.9, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
+    for kw in (dict(patience=2, factor=0.5, cooldown=1, min_lr=[0.01, 0.05]),
+               dict(mode="max", patience=1, threshold=0.1, threshold_mode="abs"),
+               dict(patience=0, factor=0.9, eps=0.05)):
+        pa, pb = nn.Parameter(ag.zeros(2)), nn.Parameter(ag.zeros(3))
+        opt = optim.Adam([{"params": [pa]}, {"params": [pb], "lr": 0.2}], lr=0.1)
+        ta, tb = torch.zeros(2, requires_grad=True), torch.zeros(3, requires_grad=True)
+        topt = torch.optim.Adam([{"params": [ta]}, {"params": [tb], "lr": 0.2}], lr=0.1)
+        s, ts = lr_scheduler.ReduceLROnPlateau(opt, **kw), torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kw)
+        for epoch, m in enumerate(metrics):
+            s.step(ag.tensor(m, dtype=ag.float64) if epoch % 2 else m)     # a one-element tensor too
+            ts.step(m)
+            assert s.get_last_lr() == pytest.approx(ts.get_last_lr(), rel=1e-12), (kw, epoch)
+            assert (s.num_bad_epochs, s.cooldown_counter, s.best) == (ts.num_bad_epochs, ts.cooldown_counter, ts.best)
+
+
+@pytest.mark.parametrize("name", SCHEDULERS + ["ReduceLROnPlateau"])
+def test_scheduler_state_dict_round_trip(name):
+    """10 epochs, save; a new optimizer and scheduler loaded from the saves follow the first for 20 more."""
+    def make():
+        pa, pb = nn.Parameter(ag.zeros(2)), nn.Parameter(ag.zeros(3))
+        opt = optim.SGD([{"params": [pa]}, {"params": [pb], "lr": 0.2}], lr=0.1, momentum=0.9)
+        if name == "ReduceLROnPlateau":
+            return opt, lr_scheduler.ReduceLROnPlateau(opt, patience=1, factor=0.5)
+        return opt, _sched_cases(lr_scheduler, opt)[name]()
+
+    def step(s, e):
+        s.step(1.0 / (1 + e // 3)) if name == "ReduceLROnPlateau" else s.step()
+
+    opt, s = make()
+    for e in range(10):
+        step(s, e)
+    osd, ssd = copy.deepcopy(opt.state_dict()), copy.deepcopy(s.state_dict())
+    opt2, s2 = make()
+    opt2.load_state_dict(osd)
+    s2.load_state_dict(ssd)
+    for e in range(10, 30):
+        step(s, e)
+        step(s2, e)
+        assert s2.get_last_lr() == pytest.approx(s.get_last_lr(), rel=1e-12)
+        assert [g["lr"] for g in opt2.param_groups] == pytest.approx([g["lr"] for g in opt.param_groups], rel=1e-12)
+
+
+def test_scheduler_errors():
+    opt = optim.SGD([nn.Parameter(ag.zeros(2))], lr=0.1)
+    with pytest.raises(ValueError, match="total steps"):
+        s = lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=2)
+        for _ in range(3):
+            s.step()
+    with pytest.raises(ValueError, match="milestone"):
+        lr_scheduler.SequentialLR(opt, [lr_scheduler.ExponentialLR(opt, 0.9)], milestones=[3])
+    with pytest.raises(ValueError, match="ReduceLROnPlateau"):
+        lr_scheduler.ChainedScheduler([lr_scheduler.ReduceLROnPlateau(opt)])
+    with pytest.raises(ValueError, match="momentum"):
+        lr_scheduler.CyclicLR(optim.Rprop([nn.Parameter(ag.zeros(2))]), 0.01, 0.1)
+    with pytest.raises(ValueError, match="factor"):
+        lr_scheduler.ReduceLROnPlateau(opt, factor=1.5)
+    with pytest.raises(ValueError, match="T_0"):
+        lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=0)
