@@ -55,7 +55,7 @@ class _InferenceVersionValue:
                            "ag.inference_mode() is used in a graph recorded outside it)")
 
     __eq__ = __ne__ = __index__ = __int__ = lambda self, *a: self.__bool__()
-    __hash__ = None
+    __hash__ = None    # type: ignore[assignment]  # unhashable (typeshed types object.__hash__ as a method)
 
     def __add__(self, other):
         raise _inplace_error()

@@ -292,7 +292,7 @@ _CURAND_FLOAT = frozenset({"random_sample", "rand", "randn", "standard_normal", 
 class _RandomBase:
     """Forwards CuPy's sampling methods to a NumPy generator and puts the samples on the device.
     CuPy's float samplers take ``dtype`` where NumPy's RandomState does not: drawn in float64, cast."""
-    _namespace = None
+    _namespace: str | None = None
 
     def __getattr__(self, name):
         entry = _api.names(self._namespace).get(name)
@@ -346,7 +346,7 @@ def default_rng(seed=None):
     return Generator(seed)
 
 
-_random_states = {}
+_random_states: dict[int, RandomState] = {}     # device id -> its RandomState
 
 
 def get_random_state():
