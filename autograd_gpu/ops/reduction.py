@@ -449,12 +449,20 @@ class CumSum(Function):
 
 
 @register(method=True, tests=OpTest(
-    (((3, 4),),), op=lambda x: x.cumsum(dim=1), ref=lambda np, a: a.cumsum(axis=1)))
-def cumsum(x, axis=None, *, dim=None):
-    """Running sum along ``axis`` (of the flattened tensor when None)."""
+    (((3, 4),), ((),), ((2, 0),)), op=lambda x: x.cumsum(dim=-1), ref=lambda np, a: a if a.ndim == 0 else a.cumsum(axis=-1)))
+def cumsum(x, dim=None, *, dtype=None, axis=None):
+    """Running sum along dim (required, as in PyTorch; NumPy's name ``axis`` too); a 0-d tensor gives a
+    0-d tensor; bool and integer inputs give int64 unless ``dtype``."""
     x = as_tensor(x, "cumsum")
     a = pick(axis, dim, "cumsum")
     if a is None:
-        from .shape import flatten
-        return CumSum.apply(flatten(x), 0)
-    return CumSum.apply(x, normalize_dim(a, x.ndim, "cumsum"))
+        raise TypeError("cumsum: missing the required argument dim (the dim to accumulate along), as in PyTorch; "
+                        "for the flattened tensor use x.flatten() and dim=0")
+    a = normalize_dim(a, x.ndim, "cumsum")
+    if dtype is not None:
+        x = x.to(dtype=dtype)
+    elif x.dtype.kind == "b" or x.dtype.kind in "iu" and x.dtype.itemsize < 8:
+        x = x.to(dtype="int64")
+    if x.ndim == 0:
+        return reshape(CumSum.apply(reshape(x, (1,)), 0), ())
+    return CumSum.apply(x, a)
