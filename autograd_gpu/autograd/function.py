@@ -86,8 +86,20 @@ class Function:
         otherwise ``cls.apply``, recorded and differentiable again. One place picks for every op and device
         (issue 23: each backward written once)."""
         if not state.enabled and not _vmap and ctx.device.backend.context is None:     # ctx._direct(), inline
-            if ctx._saved is None:
+            saved = ctx._saved
+            if saved is None:
                 return ctx.wrap(cls.arrays(ctx, grad.data, *extra))
+            if len(saved) == 1 and not extra and not ctx._freed:
+                t = saved[0]          # the common case (tanh, sigmoid, relu, exp): _saved_arrays' check, inline
+                if t.__class__ is tuple:                   # a saved output: (array, its version counter, ...)
+                    a, counter = t[0], t[1]
+                elif t is not None:
+                    a, counter = t.data, t._version
+                else:
+                    a = counter = None
+                versions = ctx._saved_versions
+                if counter is None or counter[0] == (0 if versions is None else versions[0]):
+                    return ctx.wrap(cls.arrays(ctx, grad.data, a))
             return ctx.wrap(cls.arrays(ctx, grad.data, *ctx._saved_arrays(), *extra))
         return cls.apply(grad, *ctx.saved_tensors, *extra)
 
