@@ -43,7 +43,7 @@ from typing import Callable, TypedDict
 from ..dtypes import float32, float64, complex64, complex128
 from ..tensor import Tensor
 
-__all__ = ["OpTest", "OpDef", "register", "ops", "names", "export", "methods", "docs_markdown", "UNARY", "BINARY",
+__all__ = ["OpTest", "OpTestOptions", "OpDef", "register", "ops", "names", "export", "methods", "docs_markdown", "UNARY", "BINARY",
            "COMPLEX"]
 
 # namespace -> how its ops are spelt; "Tensor" holds ops that are Tensor methods only (x.to(...))
@@ -52,6 +52,21 @@ NAMESPACES = {"": "ag", "linalg": "ag.linalg", "fft": "ag.fft", "nn.functional":
 # sample shapes most op-table entries use: a matrix, a 0-d tensor, an empty one, one that broadcasts
 UNARY = (((3, 4),), ((),), ((0, 3),), ((2, 1, 3),))
 BINARY = (((2, 3), (2, 3)), ((2, 3), (3,)), ((), (4,)), ((3, 1), (1, 4)), ((2, 0), (2, 1)))
+
+
+class OpTestOptions(TypedDict, total=False):
+    """OpTest keywords shared by several entries of a module, ``OpTest(samples, ref=..., **options)``: any of
+    them but the per-entry ``ref``, ``op`` and ``name``. A plain dict at run time; typed so that a type checker
+    checks the keys and values as it checks written-out keywords. (An entry that also passes one of these
+    keywords itself needs a TypedDict with exactly the keys the table has, as ``COMPLEX``'s.)"""
+    domain: tuple
+    avoid: tuple
+    dtypes: tuple
+    grad: bool
+    gradgrad: bool
+    tol: dict
+    kinds: tuple | None
+    no_bfloat16: str | None
 
 
 class _ComplexOptions(TypedDict):
