@@ -3,5 +3,6 @@ and one registration (ops/registry.py) that makes it public. Importing this pack
 module, so every op is registered: the package's namespaces and Tensor's methods come from there."""
 from . import elementwise, reduction, shape, indexing, linalg, inplace, misc  # noqa: F401  (they register)
 from . import conv, fft, solvers, decompositions, norms, nn  # noqa: F401
+from . import indexed  # noqa: F401
 from . import special, products, shape_extra  # noqa: F401
 from . import sorting, triangles, cumulative  # noqa: F401

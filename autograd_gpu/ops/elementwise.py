@@ -1435,12 +1435,7 @@ def _where_method(self, condition, other):
     return where(condition, self, other)
 
 
-def _masked_fill(self, mask, value):
-    """self with ``value`` where ``mask`` is true."""
-    return where(mask, value, self)
-
-
-@register(methods={"where": _where_method, "masked_fill": _masked_fill}, tests=(
+@register(methods={"where": _where_method}, tests=(     # masked_fill: ops/indexed.py
     OpTest((((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), (2, 1)), ((), (2,), ())), ref="np.where",
            kinds=("bool", None, None)),
     OpTest((((2, 3), (2, 3)), ((3,), ())), ref=lambda np, c, a: np.where(c, a, a.dtype.type(0)),
