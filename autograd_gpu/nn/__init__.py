@@ -17,3 +17,14 @@ __all__ = ["functional", "Parameter", "Module", "init", "utils", "parallel", "Se
            "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "MultiheadAttention",
            "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder",
            "Transformer", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+
+# the activations, losses and parameter containers of the breadth issue
+from .layers import (Mish, Hardswish, Hardsigmoid, Hardtanh, ReLU6, SELU, CELU, GLU, PReLU, Softsign, Tanhshrink,
+                     Softshrink, Hardshrink, LogSigmoid, Softmax2d, CosineSimilarity,
+                     PairwiseDistance, SmoothL1Loss, HuberLoss, KLDivLoss, MarginRankingLoss,
+                     TripletMarginLoss, CosineEmbeddingLoss, PoissonNLLLoss, GaussianNLLLoss,
+                     CTCLoss, MultiMarginLoss, MultiLabelSoftMarginLoss, HingeEmbeddingLoss,
+                     SoftMarginLoss, ParameterList, ParameterDict)
+from .layers import activation_extra as _act_x, loss_extra as _loss_x, param_containers as _param_c
+
+__all__ += _act_x.__all__ + _loss_x.__all__ + _param_c.__all__

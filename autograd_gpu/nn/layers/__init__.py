@@ -18,3 +18,16 @@ __all__ = ["Sequential", "ModuleList", "ModuleDict", "Linear", "Identity", "Flat
            "LogSoftmax", "Dropout", "MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
            "TransformerDecoder", "Transformer", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+
+# the activations, losses and parameter containers of the breadth issue
+from .activation_extra import (Mish, Hardswish, Hardsigmoid, Hardtanh, ReLU6, SELU, CELU, GLU, PReLU, Softsign,
+                               Tanhshrink, Softshrink, Hardshrink, LogSigmoid,
+                               Softmax2d, CosineSimilarity, PairwiseDistance)
+from .loss_extra import (SmoothL1Loss, HuberLoss, KLDivLoss, MarginRankingLoss, TripletMarginLoss,
+                         CosineEmbeddingLoss, PoissonNLLLoss, GaussianNLLLoss, CTCLoss,
+                         MultiMarginLoss, MultiLabelSoftMarginLoss, HingeEmbeddingLoss,
+                         SoftMarginLoss)
+from .param_containers import ParameterList, ParameterDict
+from . import activation_extra as _act_x, loss_extra as _loss_x, param_containers as _param_c
+
+__all__ += _act_x.__all__ + _loss_x.__all__ + _param_c.__all__

@@ -5,7 +5,7 @@ pairwise_distance.
 All are composed from ag ops (``where``, ``clamp``, the fused Softplus and Elu), so they need no backward of
 their own, are differentiable to any order and batch under vmap through the ops they call. The piecewise ones
 are written with ``where`` so that the gradient at each kink is the one PyTorch's kernels pick (hardtanh: 0 at
-both bounds; hardswish: x/3 + 1/2 at -3 and 3; the shrinks: 0 at +-lambd)."""
+both bounds; hardswish: 0 at -3 and 1 at 3; the shrinks: 0 at +-lambd)."""
 from ...tensor import Tensor
 from ..elementwise import (Softplus, where, clamp, expm1, tanh, abs as _abs, elu as _elu, sigmoid,
                            logical_and, greater)
@@ -34,9 +34,9 @@ def mish(input, inplace=False):
 @register(namespace="nn.functional", tests=OpTest(
     UNARY, ref=lambda np, a: a * np.clip(a + 3, 0, 6) / 6, domain=(-5.0, 5.0), avoid=(-3.0, 3.0)))
 def hardswish(input, inplace=False):
-    """x * relu6(x + 3) / 6; the gradient is 0 below -3, x/3 + 1/2 on [-3, 3] and 1 above, as PyTorch's."""
+    """x * relu6(x + 3) / 6; the gradient is 0 up to -3, x/3 + 1/2 inside (-3, 3) and 1 from 3, as PyTorch's."""
     x = _float(input, "hardswish")
-    y = where(x < -3.0, 0.0, where(x <= 3.0, x * (x + 3.0) * (1.0 / 6.0), x))
+    y = where(x <= -3.0, 0.0, where(x < 3.0, x * (x + 3.0) * (1.0 / 6.0), x))
     return _inplace_result(x, y, inplace)
 
 

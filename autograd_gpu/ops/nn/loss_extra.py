@@ -187,6 +187,8 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     swap uses min(d(a, n), d(p, n)) as the negative distance."""
     op = "triplet_margin_loss"
     reduction = _reduction(reduction, size_average, reduce, op)
+    if margin <= 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
     a = _float_tensor(anchor, op, "anchor")
     pos = _float_tensor(positive, op, "positive", like=a)
     neg = _float_tensor(negative, op, "negative", like=a)
