@@ -4,5 +4,5 @@ module, so every op is registered: the package's namespaces and Tensor's methods
 from . import elementwise, reduction, shape, indexing, linalg, inplace, misc  # noqa: F401  (they register)
 from . import conv, fft, solvers, decompositions, norms, nn  # noqa: F401
 from . import indexed  # noqa: F401
-from . import special, products, shape_extra  # noqa: F401
+from . import special, products, shape_extra, stats  # noqa: F401
 from . import sorting, triangles, cumulative  # noqa: F401
