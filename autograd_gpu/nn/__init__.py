@@ -18,6 +18,16 @@ __all__ = ["functional", "Parameter", "Module", "init", "utils", "parallel", "Se
            "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder",
            "Transformer", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
+# the structural layers of the breadth issue
+from .layers import (ConvTranspose1d, ConvTranspose2d, Conv3d, GroupNorm, InstanceNorm1d, InstanceNorm2d, RMSNorm,
+                     LocalResponseNorm, Upsample, PixelShuffle, PixelUnshuffle, Unfold, Fold, ZeroPad2d, ConstantPad1d,
+                     ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad2d, CircularPad2d,
+                     AdaptiveAvgPool1d, AdaptiveMaxPool2d, Unflatten, EmbeddingBag, Dropout1d, Dropout2d, AlphaDropout,
+                     Bilinear)
+from .layers import conv_transpose as _ct, normalization as _nz, resample as _rs, structural as _st
+
+__all__ += _ct.__all__ + _nz.__all__ + _rs.__all__ + _st.__all__
+
 # the activations, losses and parameter containers of the breadth issue
 from .layers import (Mish, Hardswish, Hardsigmoid, Hardtanh, ReLU6, SELU, CELU, GLU, PReLU, Softsign, Tanhshrink,
                      Softshrink, Hardshrink, LogSigmoid, Softmax2d, CosineSimilarity,

@@ -19,6 +19,17 @@ __all__ = ["Sequential", "ModuleList", "ModuleDict", "Linear", "Identity", "Flat
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
            "TransformerDecoder", "Transformer", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
+# the structural layers of the breadth issue (transposed and 3-D convolution, normalisations, resampling, padding)
+from .conv_transpose import ConvTranspose1d, ConvTranspose2d, Conv3d
+from .normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d, RMSNorm, LocalResponseNorm
+from .resample import (Upsample, PixelShuffle, PixelUnshuffle, Unfold, Fold, ZeroPad2d, ConstantPad1d, ConstantPad2d,
+                       ReflectionPad1d, ReflectionPad2d, ReplicationPad2d, CircularPad2d)
+from .structural import (AdaptiveAvgPool1d, AdaptiveMaxPool2d, Unflatten, EmbeddingBag, Dropout1d, Dropout2d,
+                         AlphaDropout, Bilinear)
+from . import conv_transpose as _ct, normalization as _nz, resample as _rs, structural as _st
+
+__all__ += _ct.__all__ + _nz.__all__ + _rs.__all__ + _st.__all__
+
 # the activations, losses and parameter containers of the breadth issue
 from .activation_extra import (Mish, Hardswish, Hardsigmoid, Hardtanh, ReLU6, SELU, CELU, GLU, PReLU, Softsign,
                                Tanhshrink, Softshrink, Hardshrink, LogSigmoid,

@@ -1,8 +1,10 @@
 """nn.functional's index-to-vector functions (PyTorch's "sparse functions"): embedding (rows of a weight
-picked by integer indices; the backward scatter-adds) and one_hot."""
+picked by integer indices; the backward scatter-adds), embedding_bag (bags of rows reduced through a bag
+matrix) and one_hot."""
 from ...autograd.function import Function
 from ...tensor import Tensor
-from ..elementwise import mul
+from ..elementwise import mul, where
+from ..linalg import matmul
 from ..indexing import IndexAddInto
 from .._util import as_tensor
 from .. import batching
@@ -93,3 +95,101 @@ def one_hot(tensor, num_classes=-1):
     _check_range(t.device.backend, a, num_classes, "one_hot", "class value", exc=ValueError)
     xp = t.device.backend.xp
     return Tensor._make((a[..., None] == xp.arange(num_classes)).astype("int64"), t.device)
+
+
+def _bag_ref(np, w, i, mode, offsets=None, psw=None):
+    bags = [i[b] for b in range(i.shape[0])] if offsets is None else \
+        [i[offsets[b]:(offsets[b + 1] if b + 1 < len(offsets) else len(i))] for b in range(len(offsets))]
+    out = []
+    pos = 0
+    for bag in bags:
+        e = w[bag]
+        if psw is not None:
+            e = e * psw[pos:pos + len(bag), None]
+        pos += len(bag)
+        out.append(np.zeros(w.shape[1], w.dtype) if len(bag) == 0 else
+                   e.sum(0) if mode == "sum" else e.mean(0) if mode == "mean" else e.max(0))
+    return np.stack(out).astype(w.dtype)
+
+
+def _offsets(values, like):
+    return as_tensor(values, "op table", like=like).to(dtype="int64")
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((6, 3), (2, 4)),), ref=lambda np, w, i: _bag_ref(np, w, i, "mean"), op=lambda w, i: embedding_bag(i, w),
+           name="embedding_bag", kinds=(None, "index:6")),
+    OpTest((((6, 3), (5,)),), ref=lambda np, w, i: _bag_ref(np, w, i, "sum", [0, 2, 2]),
+           op=lambda w, i: embedding_bag(i, w, _offsets([0, 2, 2], w), mode="sum"), name="embedding_bag_offsets_sum",
+           kinds=(None, "index:6")),
+    OpTest((((6, 3), (5,), (5,)),), ref=lambda np, w, i, p: _bag_ref(np, w, i, "sum", [0, 3], p),
+           op=lambda w, i, p: embedding_bag(i, w, _offsets([0, 3], w), mode="sum", per_sample_weights=p),
+           name="embedding_bag_weights", kinds=(None, "index:6", None)),
+    OpTest((((7, 2), (6,)),), ref=lambda np, w, i: _bag_ref(np, w, np.arange(6), "max", [0, 4]),
+           op=lambda w, i: embedding_bag(_offsets(list(range(6)), w), w, _offsets([0, 4, 6], w), mode="max",
+                                         include_last_offset=True),
+           name="embedding_bag_max", kinds=(None, "index:7"))),
+    doc="Sums, means or maxima of bags of embedding rows: (B, L) indices, or 1-D indices cut by offsets.")
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """PyTorch's embedding_bag: each bag's rows of weight reduced by mode ("sum", "mean", "max"); input
+    (B, L) is B bags of L indices, or 1-D input with offsets (the start of each bag; include_last_offset:
+    the last entry is the end). padding_idx entries are left out (and out of the mean's count); empty
+    bags give zeros; per_sample_weights (mode "sum" only) scale each index's row. One (B, n) bag matrix
+    for the whole batch: sum and mean are a matrix product, max a masked maximum."""
+    op = "embedding_bag"
+    w = _float_tensor(weight, op, "weight")
+    if w.ndim != 2:
+        raise ValueError(f"{op}: expected a 2-D weight (num_embeddings, embedding_dim), got shape {w.shape}")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{op}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if sparse:
+        raise NotImplementedError(f"{op}: sparse gradients are not supported; use sparse=False")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError(f"{op}: scale_grad_by_freq is not supported with mode='max'")
+    idx = _index_tensor(input, w, op, "input")
+    xp = w.device.backend.xp
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{op}: offsets must be None for a 2-D input (B, L), got offsets")
+        nb, length = idx.shape
+        seg = xp.repeat(xp.arange(nb), length)
+        flat = idx.reshape(-1)
+    elif idx.ndim == 1:
+        if offsets is None:
+            raise ValueError(f"{op}: a 1-D input needs offsets (the start of each bag)")
+        off = _index_tensor(offsets, w, op, "offsets")
+        if off.ndim != 1:
+            raise ValueError(f"{op}: expected 1-D offsets, got shape {off.shape}")
+        nb = off.shape[0] - (1 if include_last_offset else 0)
+        seg = xp.searchsorted(off.data, xp.arange(idx.shape[0]), side="right") - 1
+        flat = idx
+    else:
+        raise ValueError(f"{op}: expected a 1-D (with offsets) or 2-D input of indices, got shape {idx.shape}")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise ValueError(f"{op}: per_sample_weights are only supported with mode='sum', got mode={mode!r}")
+        psw = _float_tensor(per_sample_weights, op, "per_sample_weights", like=w)
+        if psw.shape != tuple(idx.shape):
+            raise ValueError(f"{op}: expected per_sample_weights of the input's shape {idx.shape}, got {psw.shape}")
+    n = w.shape[0]
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise ValueError(f"{op}: padding_idx must be within [-{n}, {n}), got {padding_idx}")
+        padding_idx %= n
+    emb = embedding(flat, w, None, max_norm, norm_type, scale_grad_by_freq)           # (n, D)
+    member = seg[None, :] == xp.arange(nb)[:, None]                                   # (B, n)
+    if padding_idx is not None:
+        member &= (flat.data != padding_idx)[None, :]
+    count = member.sum(axis=1, keepdims=True)
+    if mode == "max":
+        neg = Tensor._make(xp.asarray(-xp.inf, dtype=w.dtype), w.device)
+        m = Tensor._make(member[:, :, None], w.device)
+        y = where(m, emb.unsqueeze(0), neg).amax(dim=1)
+        return where(Tensor._make(count > 0, w.device), y, Tensor._make(xp.zeros((), w.dtype), w.device))
+    if per_sample_weights is not None:
+        emb = emb * psw.reshape(-1, 1)
+    mat = member.astype(w.dtype)
+    if mode == "mean":
+        mat /= xp.maximum(count, 1).astype(w.dtype)
+    return matmul(Tensor._make(mat, w.device), emb)

@@ -1,5 +1,7 @@
 """nn.functional's normalisation: batch_norm (composed from ops, running statistics updated in place)
-and layer_norm (the fused LayerNorm Function over the backend's layer_norm kernels)."""
+and layer_norm (the fused LayerNorm Function over the backend's layer_norm kernels); group_norm,
+instance_norm, rms_norm and local_response_norm, composed from recorded ops (their Functions hold the
+gradients and vmap rules)."""
 from ...autograd.function import Function
 from ...autograd.grad_mode import state
 from ...tensor import Tensor
@@ -9,6 +11,8 @@ from ..elementwise import rsqrt
 from ..batching import BatchedTensor, _wrap, _shift
 from ..registry import register, OpTest
 from ._args import _float_tensor, _same_dtype, as_tensor
+from .resample import pad
+from .conv import avg_pool2d
 
 
 def _const(values, like):
@@ -171,3 +175,161 @@ def _prod(shape):
     for s in shape:
         n *= s
     return n
+
+
+# --------------------------------------------------------------------------- group, instance, RMS, local response
+def _affine(y, weight, bias, c, op):
+    """y * weight + bias with per-channel (dim 1) parameters of shape (C,)."""
+    shape = (1, c) + (1,) * (y.ndim - 2)
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (not isinstance(t, Tensor) or t.shape != (c,)):
+            got = t.shape if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"{op}: expected {name} of shape ({c},) for an input with {c} channels, got {got}")
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def _group_norm_ref(np, x, g, w=None, b=None, eps=1e-5):
+    n, c = x.shape[:2]
+    xg = x.reshape(n, g, -1)
+    y = ((xg - xg.mean(-1, keepdims=True)) / np.sqrt(xg.var(-1, keepdims=True) + eps)).reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    y = y if w is None else y * w.reshape(shape)
+    return (y if b is None else y + b.reshape(shape)).astype(x.dtype)
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((2, 4, 3, 2), (4,), (4,)), ((3, 6, 5), (6,), (6,))), ref=lambda np, x, w, b: _group_norm_ref(np, x, 2, w, b),
+           op=lambda x, w, b: group_norm(x, 2, w, b), name="group_norm"),
+    OpTest((((2, 3, 4),),), ref=lambda np, x: _group_norm_ref(np, x, 3), op=lambda x: group_norm(x, 3),
+           name="group_norm_noaffine")),
+    doc="Normalise (N, C, *) over groups of C / num_groups channels (and the spatial dims), then per-channel affine.")
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """PyTorch's group_norm: the channels of (N, C, *) split into num_groups groups, each sample's group
+    normalised by its mean and biased variance, then weight and bias (C,) per channel."""
+    op = "group_norm"
+    input, = cast_float32(input)
+    x = _float_tensor(input, op)
+    if x.ndim < 2:
+        raise ValueError(f"{op}: expected an input of shape (N, C, *), got shape {x.shape}")
+    n, c = x.shape[:2]
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups <= 0 or c % num_groups:
+        raise ValueError(f"{op}: expected num_groups to be a positive int dividing the {c} channels, got "
+                         f"{num_groups!r}")
+    xg = x.reshape(n, num_groups, -1)
+    y, _ = _normalized(xg, (2,), eps)
+    return _affine(y.reshape(x.shape), weight, bias, c, op)
+
+
+def _instance_norm_ref(np, x, w=None, b=None, eps=1e-5):
+    axes = tuple(range(2, x.ndim))
+    y = (x - x.mean(axes, keepdims=True)) / np.sqrt(x.var(axes, keepdims=True) + eps)
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    y = y if w is None else y * w.reshape(shape)
+    return (y if b is None else y + b.reshape(shape)).astype(x.dtype)
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((2, 3, 4, 3), (3,), (3,)), ((2, 3, 5), (3,), (3,))),
+           ref=lambda np, x, w, b: _instance_norm_ref(np, x, w, b),
+           op=lambda x, w, b: instance_norm(x, weight=w, bias=b), name="instance_norm"),
+    OpTest((((2, 3, 4),),), ref=lambda np, x: _instance_norm_ref(np, x),
+           op=lambda x: instance_norm(x, _const([0.0] * 3, x), _const([1.0] * 3, x)), name="instance_norm_stats")),
+    doc="Normalise each sample's channel of (N, C, *) over its spatial dims (running statistics optional).")
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """PyTorch's instance_norm: each (sample, channel) of (N, C, *) normalised over the spatial dims by its
+    mean and biased variance; with running statistics given and use_input_stats, they are updated in place
+    with the batch mean of the per-instance statistics (variance unbiased); use_input_stats=False
+    normalises by the running statistics instead."""
+    op = "instance_norm"
+    input, = cast_float32(input)
+    x = _float_tensor(input, op)
+    if x.ndim < 3:
+        raise ValueError(f"{op}: expected an input of shape (N, C, *) with at least one spatial dim, got shape "
+                         f"{x.shape}")
+    c = x.shape[1]
+    if not use_input_stats:
+        return batch_norm(x, running_mean, running_var, weight, bias, False, momentum, eps)
+    axes = tuple(range(2, x.ndim))
+    m = _prod(x.shape[2:])
+    if m <= 1:
+        raise ValueError(f"{op}: expected more than 1 spatial element per channel, got input shape {x.shape}")
+    y, _ = _normalized(x, axes, eps)
+    for name, r in (("running_mean", running_mean), ("running_var", running_var)):
+        if r is not None and (not isinstance(r, Tensor) or r.shape != (c,)):
+            raise ValueError(f"{op}: expected {name} of shape ({c},), got "
+                             f"{r.shape if isinstance(r, Tensor) else type(r).__name__}")
+    if running_mean is not None or running_var is not None:
+        a = x.data
+        _update_running(running_mean, a.mean(axis=axes).mean(axis=0), momentum)
+        _update_running(running_var, a.var(axis=axes, ddof=1).mean(axis=0), momentum)
+    return _affine(y, weight, bias, c, op)
+
+
+def _rms_norm_ref(np, x, k, w=None, eps=None):
+    eps = np.finfo(x.dtype).eps if eps is None else eps
+    axes = tuple(range(x.ndim - k, x.ndim))
+    y = x / np.sqrt((x * x).mean(axes, keepdims=True) + eps)
+    return (y if w is None else y * w).astype(x.dtype)
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((3, 4), (4,)), ((2, 2, 4), (4,))), ref=lambda np, x, w: _rms_norm_ref(np, x, 1, w),
+           op=lambda x, w: rms_norm(x, (4,), w), name="rms_norm"),
+    OpTest((((2, 2, 3),),), ref=lambda np, x: _rms_norm_ref(np, x, 2, None, 1e-3),
+           op=lambda x: rms_norm(x, (2, 3), eps=1e-3), name="rms_norm_2d")),
+    doc="Divide by the root mean square over the trailing dims normalized_shape, then weight elementwise.")
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """PyTorch's rms_norm: x / sqrt(mean(x^2 over the trailing normalized_shape) + eps) * weight; eps None
+    is the machine epsilon of the input's dtype, as PyTorch."""
+    op = "rms_norm"
+    x = _float_tensor(input, op)
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(ns)
+    if k == 0 or k > x.ndim or x.shape[x.ndim - k:] != ns:
+        raise ValueError(f"{op}: expected an input whose trailing dims are normalized_shape {ns}, got shape "
+                         f"{x.shape}")
+    if weight is not None and (not isinstance(weight, Tensor) or weight.shape != ns):
+        raise ValueError(f"{op}: expected weight of shape {ns}, got "
+                         f"{weight.shape if isinstance(weight, Tensor) else type(weight).__name__}")
+    if eps is None:
+        eps = 2.0 ** -7 if x.dtype is bfloat16 else float(x.device.backend.xp.finfo(x.data.dtype).eps)
+    axes = tuple(range(x.ndim - k, x.ndim))
+    y = x * rsqrt((x * x).mean(axes, keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+def _lrn_ref(np, x, size, alpha=1e-4, beta=0.75, k=1.0):
+    c = x.shape[1]
+    sq = np.pad(x * x, [(0, 0), (size // 2, (size - 1) // 2)] + [(0, 0)] * (x.ndim - 2))
+    div = sum(sq[:, i:i + c] for i in range(size)) / size
+    return (x / (div * alpha + k) ** beta).astype(x.dtype)
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((2, 5, 3, 2),), ((2, 4, 3),)), ref=lambda np, x: _lrn_ref(np, x, 3, 0.5, 0.75, 1.0),
+           op=lambda x: local_response_norm(x, 3, 0.5), name="local_response_norm"),
+    OpTest((((1, 3, 2, 2, 2),),), ref=lambda np, x: _lrn_ref(np, x, 2, 0.3, 0.5, 2.0),
+           op=lambda x: local_response_norm(x, 2, 0.3, 0.5, 2.0), name="local_response_norm_5d")),
+    doc="Divide each channel by (k + alpha * mean of x^2 over size neighbouring channels) ** beta.")
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """PyTorch's local_response_norm over dim 1 of (N, C, *): x / (k + alpha * avg(x^2 over the size
+    channels around, zero-padded size // 2 before and (size - 1) // 2 after)) ** beta."""
+    op = "local_response_norm"
+    x = _float_tensor(input, op)
+    if x.ndim < 3:
+        raise ValueError(f"{op}: expected an input (N, C, *) with at least 3 dims, got shape {x.shape}")
+    if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+        raise ValueError(f"{op}: expected size to be a positive int, got {size!r}")
+    n, c = x.shape[:2]
+    sq = (x * x).reshape(n, 1, c, -1)
+    div = _window_mean_channels(sq, size)
+    div = div.reshape(x.shape)
+    return x / (div * alpha + k) ** beta
+
+
+def _window_mean_channels(sq, size):
+    sq = pad(sq, (0, 0, size // 2, (size - 1) // 2))
+    return avg_pool2d(sq, (size, 1), stride=1)

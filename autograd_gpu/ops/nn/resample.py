@@ -1,0 +1,640 @@
+"""nn.functional's resampling and rearranging ops: pad (constant, reflect, replicate, circular), interpolate
+(nearest, linear, bilinear, bicubic, trilinear), pixel_shuffle / pixel_unshuffle, unfold / fold, grid_sample
+and affine_grid.
+
+Each is composed from recorded ops whose Functions hold the math and the vmap rules (index_select, matmul,
+gather, the convolution primitives), so gradients of any order and vmap come with them:
+
+- the non-constant pads are one index_select per padded dim (reflected, clamped or wrapped indices);
+- interpolate's linear modes are separable: one (out, in) interpolation matrix per spatial dim, applied by a
+  matrix product along that dim (its gradient is the transposed product); nearest is one index_select per dim;
+- unfold is a grouped convolution with one-hot kernels (one output channel per channel and kernel tap, in
+  PyTorch's (C, kh, kw) order) and fold, its adjoint, the transposed convolution with the same kernels;
+- grid_sample gathers the corner values of each sample point from the flattened input (one gather per
+  corner for the whole batch) and weights them with recorded ops of the grid (gradient to the grid too).
+"""
+from ...tensor import Tensor
+from ...dtypes import float32, bfloat16, int64
+from ..shape import Pad
+from ..indexing import index_select
+from ..batching import _union, _expand, _bsizes, _wrap
+from ...autograd.function import Function
+from ..linalg import matmul
+from ..elementwise import where, round as round_
+from ..registry import register, OpTest
+from ._args import _float_tensor, _pair
+from .._util import as_tensor
+from . import conv_transpose as _ct
+from .conv import conv2d
+
+_F32 = {float32: {"rtol": 1e-4, "atol": 1e-5}, bfloat16: {"rtol": 0.03, "atol": 0.06}}   # sums of rounded terms
+
+
+def _const(a, like):
+    return Tensor._make(a, like.device)
+
+
+# --------------------------------------------------------------------------- pad
+def _pad_index(xp, n, lo, hi, mode, op):
+    """The source index of each position of a dim of size n padded by (lo, hi) (non-negative)."""
+    j = xp.arange(-lo, n + hi)
+    if mode == "reflect":
+        if lo >= n or hi >= n:
+            raise ValueError(f"{op}: reflect padding must be smaller than the padded dim, got padding {(lo, hi)} "
+                             f"for a dim of size {n}")
+        j = xp.abs(j)
+        return (n - 1) - xp.abs((n - 1) - j)
+    if mode == "replicate":
+        if n == 0:
+            raise ValueError(f"{op}: replicate padding needs a non-empty dim, got size 0")
+        return xp.clip(j, 0, n - 1)
+    if lo > n or hi > n:
+        raise ValueError(f"{op}: circular padding must be at most the padded dim's size, got padding {(lo, hi)} "
+                         f"for a dim of size {n}")
+    return j % n
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((2, 3, 4),), ((3, 0),)), ref=lambda np, a: np.pad(a, [(0, 0)] * (a.ndim - 1) + [(1, 2)]),
+           op=lambda x: pad(x, (1, 2)), name="pad_constant"),
+    OpTest((((2, 3, 4),),), ref=lambda np, a: np.pad(a, ((0, 0), (1, 0), (0, 0)), constant_values=0.5)[:, :, 1:],
+           op=lambda x: pad(x, (-1, 0, 1, 0), value=0.5), name="pad_constant_negative"),
+    OpTest((((2, 3, 4, 5),),), ref=lambda np, a: np.pad(a, ((0, 0), (0, 0), (3, 1), (2, 1)), mode="reflect"),
+           op=lambda x: pad(x, (2, 1, 3, 1), mode="reflect"), name="pad_reflect"),
+    OpTest((((2, 3, 4, 5),),), ref=lambda np, a: np.pad(a, ((0, 0), (0, 0), (0, 2), (3, 1)), mode="edge"),
+           op=lambda x: pad(x, (3, 1, 0, 2), mode="replicate"), name="pad_replicate"),
+    OpTest((((2, 3, 4),),), ref=lambda np, a: np.pad(a, ((0, 0), (0, 0), (2, 4)), mode="wrap"),
+           op=lambda x: pad(x, (2, 4), mode="circular"), name="pad_circular")),
+    doc="Pad the last dims by (left, right, top, bottom, ...); constant, reflect, replicate or circular.")
+def pad(input, pad, mode="constant", value=None):
+    """PyTorch's F.pad: ``pad`` holds (before, after) pairs starting from the last dim; constant padding
+    may be negative (cropping); reflect, replicate and circular pad the last len(pad) // 2 dims of an
+    input with at least one more (batch or channel) dim."""
+    x = as_tensor(input, "pad")
+    if not isinstance(pad, (tuple, list)) or len(pad) % 2 or any(isinstance(p, bool) or not isinstance(p, int)
+                                                                  for p in pad):
+        raise TypeError(f"pad: expected pad as a sequence of an even number of ints, got {pad!r}")
+    k = len(pad) // 2
+    if k > x.ndim:
+        raise ValueError(f"pad: padding of length {len(pad)} pads {k} dims, but the input has {x.ndim} "
+                         f"(shape {x.shape})")
+    widths = [(0, 0)] * (x.ndim - k) + [(pad[2 * i], pad[2 * i + 1]) for i in reversed(range(k))]
+    if mode == "constant":
+        pos = tuple((max(a, 0), max(b, 0)) for a, b in widths)
+        y = x if all(p == (0, 0) for p in pos) else Pad.apply(x, pos, 0.0 if value is None else value)
+        if any(a < 0 or b < 0 for a, b in widths):
+            idx = tuple(slice(-a if a < 0 else 0, (n + max(a, 0)) + b if b < 0 else None)
+                        for (a, b), n in zip(widths, x.shape))
+            y = y[idx]
+        return y
+    if mode not in ("reflect", "replicate", "circular"):
+        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+    if value is not None and value != 0:
+        raise ValueError(f"pad: padding mode {mode!r} does not take a value (got value={value!r})")
+    if k >= x.ndim or k > 3:
+        raise NotImplementedError(f"pad: {mode} padding pads the last 1, 2 or 3 dims of an input with at least "
+                                  f"one more dim, got padding of length {len(pad)} for shape {x.shape}")
+    if any(a < 0 or b < 0 for a, b in widths):
+        raise ValueError(f"pad: {mode} padding must be non-negative, got {tuple(pad)}")
+    xp = x.device.backend.xp
+    y = x
+    for d in range(x.ndim - k, x.ndim):
+        lo, hi = widths[d]
+        if lo or hi:
+            y = index_select(y, d, _const(_pad_index(xp, x.shape[d], lo, hi, mode, "pad"), x))
+    return y
+
+
+# --------------------------------------------------------------------------- interpolate
+_MODES = {"nearest": None, "linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def _out_sizes(op, x, size, scale_factor, nd):
+    spatial = x.shape[2:]
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{op}: expected exactly one of size and scale_factor, got size={size!r} and "
+                         f"scale_factor={scale_factor!r}")
+    if size is not None:
+        sizes = (size,) * nd if isinstance(size, int) else tuple(size)
+        if len(sizes) != nd or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in sizes):
+            raise ValueError(f"{op}: expected size as a positive int or {nd} of them for an input of shape "
+                             f"{x.shape}, got {size!r}")
+        return sizes, (None,) * nd
+    sf = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+    if len(sf) != nd or any(isinstance(s, bool) or not isinstance(s, (int, float)) or s <= 0 for s in sf):
+        raise ValueError(f"{op}: expected scale_factor as a positive number or {nd} of them for an input of "
+                         f"shape {x.shape}, got {scale_factor!r}")
+    sizes = tuple(int(n * float(s)) for n, s in zip(spatial, sf))     # floor, as PyTorch
+    if any(s <= 0 for s in sizes):
+        raise ValueError(f"{op}: scale_factor {scale_factor!r} gives an empty output for input shape {x.shape}")
+    return sizes, tuple(float(s) for s in sf)
+
+
+def _nearest_index(xp, n, out, sf):
+    """PyTorch's nearest source index: floor(dst * scale) in float32, clamped to n - 1."""
+    if out == n:
+        return xp.arange(n)
+    if out == 2 * n and sf is None:
+        return xp.arange(out) // 2
+    scale = xp.float32(n / out if sf is None else 1.0 / sf)
+    return xp.minimum(xp.floor(xp.arange(out, dtype=xp.float32) * scale).astype(xp.int64), n - 1)
+
+
+def _source(xp, n, out, sf, align_corners, cubic, dtype):
+    """PyTorch's area_pixel_compute_source_index over dst = 0..out-1, in ``dtype``."""
+    d = xp.arange(out, dtype=dtype)
+    if align_corners:
+        return d * dtype((n - 1) / (out - 1) if out > 1 else 0.0)
+    scale = dtype(n / out if sf is None else 1.0 / sf)
+    src = (d + dtype(0.5)) * scale - dtype(0.5)
+    return src if cubic else xp.maximum(src, dtype(0))
+
+
+def _cubic_weights(xp, t, dtype):
+    a = dtype(-0.75)
+
+    def c1(u):          # |u| <= 1
+        return ((a + 2) * u - (a + 3)) * u * u + 1
+
+    def c2(u):          # 1 < |u| < 2
+        return ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+    return c2(t + 1), c1(t), c1(1 - t), c2(2 - t)
+
+
+def _interp_matrix(xp, n, out, sf, mode, align_corners, dtype):
+    """(out, n) matrix of the linear or cubic interpolation along one dim: row i weights the inputs
+    that output i reads (clamped taps at the edges add up on the edge input)."""
+    cubic = mode == "bicubic"
+    src = _source(xp, n, out, sf, align_corners, cubic, dtype)
+    cols = xp.arange(n).reshape(1, n)
+    i0 = xp.floor(src).astype(xp.int64)
+    t = src - i0.astype(dtype)
+    if cubic:
+        taps = [(xp.clip(i0 + k, 0, n - 1), w) for k, w in zip((-1, 0, 1, 2), _cubic_weights(xp, t, dtype))]
+    else:
+        i0 = xp.minimum(i0, n - 1)
+        taps = [(i0, 1 - t), (xp.minimum(i0 + 1, n - 1), t)]
+    m = xp.zeros((out, n), dtype=dtype)
+    for idx, w in taps:
+        m += (idx.reshape(out, 1) == cols) * w.reshape(out, 1)
+    return m
+
+
+def _along(x, d, m):
+    """x with the (out, n) matrix m applied along dim d."""
+    if d == x.ndim - 1:
+        return matmul(x, m.T)
+    return matmul(x.transpose(d, -1), m.T).transpose(d, -1)
+
+
+def _interp_ref(np, a, sizes, mode, align_corners=False, sf=None):
+    """NumPy reference for the op table: per output position the same formulas, written point by point."""
+    out = a
+    for k, o in enumerate(sizes):
+        d = a.ndim - len(sizes) + k
+        n = out.shape[d]
+        rows = []
+        for i in range(o):
+            if mode == "nearest":
+                j = min(int(np.floor(np.float32(i) * np.float32(n / o))), n - 1)
+                rows.append(np.take(out, j, axis=d))
+                continue
+            if align_corners:
+                src = i * ((n - 1) / (o - 1) if o > 1 else 0.0)
+            else:
+                src = (i + 0.5) * (n / o) - 0.5
+                src = src if mode == "bicubic" else max(src, 0.0)
+            j = int(np.floor(src))
+            t = src - j
+            if mode == "bicubic":
+                a_ = -0.75
+                ws = [((a_ * u - 5 * a_) * u + 8 * a_) * u - 4 * a_ if k2 in (0, 3) else ((a_ + 2) * u - (a_ + 3)) * u * u + 1
+                      for k2, u in enumerate((t + 1, t, 1 - t, 2 - t))]
+                rows.append(sum(w * np.take(out, min(max(j + k2 - 1, 0), n - 1), axis=d) for k2, w in enumerate(ws)))
+            else:
+                j = min(j, n - 1)
+                rows.append((1 - t) * np.take(out, j, axis=d) + t * np.take(out, min(j + 1, n - 1), axis=d))
+        out = np.stack(rows, axis=d)
+    return out.astype(a.dtype)
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((2, 3, 4, 5),),), ref=lambda np, a: _interp_ref(np, a, (7, 3), "nearest"),
+           op=lambda x: interpolate(x, size=(7, 3)), name="interpolate_nearest"),
+    OpTest((((2, 3, 5),),), ref=lambda np, a: _interp_ref(np, a, (8,), "linear"),
+           op=lambda x: interpolate(x, size=8, mode="linear"), name="interpolate_linear"),
+    OpTest((((1, 2, 4, 3),),), ref=lambda np, a: _interp_ref(np, a, (6, 5), "bilinear", True),
+           op=lambda x: interpolate(x, size=(6, 5), mode="bilinear", align_corners=True),
+           name="interpolate_bilinear_align", tol=_F32),
+    OpTest((((1, 2, 4, 3),),), ref=lambda np, a: _interp_ref(np, a, (8, 6), "bilinear"),
+           op=lambda x: interpolate(x, scale_factor=2, mode="bilinear"), name="interpolate_bilinear_scale", tol=_F32),
+    OpTest((((1, 2, 4, 5),),), ref=lambda np, a: _interp_ref(np, a, (7, 3), "bicubic"),
+           op=lambda x: interpolate(x, size=(7, 3), mode="bicubic"), name="interpolate_bicubic", tol=_F32)),
+    doc="Resize the spatial dims to size or by scale_factor: nearest, linear, bilinear, bicubic, trilinear.")
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """PyTorch's F.interpolate over the dims after (N, C): mode "nearest" (1-3 spatial dims), "linear"
+    (3-D input), "bilinear" / "bicubic" (4-D), "trilinear" (5-D); align_corners for the interpolating
+    modes (default False). With scale_factor, the output size is floor(in * scale_factor) and the
+    source positions use 1 / scale_factor unless recompute_scale_factor=True."""
+    op = "interpolate"
+    x = _float_tensor(input, op)
+    if mode not in _MODES:
+        raise ValueError(f"{op}: mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}")
+    if antialias:
+        raise NotImplementedError(f"{op}: antialias=True is not supported")
+    nd = x.ndim - 2
+    want = _MODES[mode]
+    if nd < 1 or nd > 3 or (want is not None and nd != want):
+        need = "a 3-D, 4-D or 5-D input" if want is None else f"a {want + 2}-D input"
+        raise ValueError(f"{op}: mode {mode!r} expects {need} (N, C, spatial...), got shape {x.shape}")
+    if mode == "nearest" and align_corners is not None:
+        raise ValueError(f"{op}: align_corners can only be set with the interpolating modes (linear, bilinear, "
+                         f"bicubic, trilinear), got mode 'nearest'")
+    sizes, sfs = _out_sizes(op, x, size, scale_factor, nd)
+    if recompute_scale_factor:
+        sfs = (None,) * nd
+    xp = x.device.backend.xp
+    dtype = xp.float64 if x.data.dtype == xp.float64 else xp.float32     # the weights in float32 for low precision
+    y = x
+    for k, (o, sf) in enumerate(zip(sizes, sfs)):
+        d = 2 + k
+        n = x.shape[d]
+        if mode == "nearest":
+            if o != n:
+                y = index_select(y, d, _const(_nearest_index(xp, n, o, sf), x))
+        else:
+            m = _interp_matrix(xp, n, o, sf, mode, bool(align_corners), dtype).astype(x.data.dtype)
+            y = _along(y, d, _const(m, x))
+    return y
+
+
+# --------------------------------------------------------------------------- pixel (un)shuffle
+def _factor(r, op, name):
+    if isinstance(r, bool) or not isinstance(r, int) or r <= 0:
+        raise ValueError(f"{op}: expected {name} to be a positive int, got {r!r}")
+    return r
+
+
+@register(namespace="nn.functional", tests=OpTest(
+    (((2, 8, 3, 2),), ((4, 2, 2),)), op=lambda x: pixel_shuffle(x, 2),
+    ref=lambda np, a: _shuffle_ref(np, a, 2)),
+    doc="Rearrange (*, C * r * r, H, W) into (*, C, H * r, W * r).")
+def pixel_shuffle(input, upscale_factor):
+    """(*, C * r^2, H, W) -> (*, C, H * r, W * r), PyTorch's depth-to-space order."""
+    x = as_tensor(input, "pixel_shuffle")
+    r = _factor(upscale_factor, "pixel_shuffle", "upscale_factor")
+    if x.ndim < 3 or x.shape[-3] % (r * r):
+        raise ValueError(f"pixel_shuffle: expected an input (*, C * {r * r}, H, W) with at least 3 dims, got shape "
+                         f"{x.shape}")
+    lead, (c, h, w) = x.shape[:-3], x.shape[-3:]
+    k = len(lead)
+    y = x.reshape(lead + (c // (r * r), r, r, h, w))
+    y = y.permute(*range(k), k, k + 3, k + 1, k + 4, k + 2)
+    return y.reshape(lead + (c // (r * r), h * r, w * r))
+
+
+def _shuffle_ref(np, a, r):
+    lead, (c, h, w) = a.shape[:-3], a.shape[-3:]
+    out = np.zeros(lead + (c // (r * r), h * r, w * r), dtype=a.dtype)
+    for ch in range(c):
+        o, i, j = ch // (r * r), (ch % (r * r)) // r, ch % r
+        out[..., o, i::r, j::r] = a[..., ch, :, :]
+    return out
+
+
+@register(namespace="nn.functional", tests=OpTest(
+    (((2, 2, 4, 6),), ((1, 4, 2),)), op=lambda x: pixel_unshuffle(x, 2),
+    ref=lambda np, a: np.stack([a[..., i::2, j::2] for i in range(2) for j in range(2)], axis=-3)
+    .reshape(a.shape[:-3] + (a.shape[-3] * 4, a.shape[-2] // 2, a.shape[-1] // 2))),
+    doc="Rearrange (*, C, H * r, W * r) into (*, C * r * r, H, W): the inverse of pixel_shuffle.")
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H * r, W * r) -> (*, C * r^2, H, W), the inverse of pixel_shuffle."""
+    x = as_tensor(input, "pixel_unshuffle")
+    r = _factor(downscale_factor, "pixel_unshuffle", "downscale_factor")
+    if x.ndim < 3 or x.shape[-2] % r or x.shape[-1] % r:
+        raise ValueError(f"pixel_unshuffle: expected an input (*, C, H, W) with H and W divisible by {r}, got "
+                         f"shape {x.shape}")
+    lead, (c, h, w) = x.shape[:-3], x.shape[-3:]
+    k = len(lead)
+    y = x.reshape(lead + (c, h // r, r, w // r, r))
+    y = y.permute(*range(k), k, k + 2, k + 4, k + 1, k + 3)
+    return y.reshape(lead + (c * r * r, h // r, w // r))
+
+
+# --------------------------------------------------------------------------- unfold / fold
+def _onehot_kernels(x, c, kh, kw):
+    """(C * kh * kw, 1, kh, kw): channel c * kh * kw + t picks tap t of channel c (groups=C)."""
+    xp = x.device.backend.xp
+    eye = xp.eye(kh * kw, dtype=x.data.dtype).reshape(kh * kw, 1, kh, kw)
+    return _const(xp.ascontiguousarray(xp.broadcast_to(eye[None], (c,) + eye.shape).reshape(c * kh * kw, 1, kh, kw)), x)
+
+
+def _unfold_ref(np, a, k, d=1, p=0, s=1):
+    a = np.pad(a, ((0, 0), (0, 0), (p, p), (p, p)))
+    n, c, h, w = a.shape
+    oh, ow = (h - d * (k - 1) - 1) // s + 1, (w - d * (k - 1) - 1) // s + 1
+    cols = np.zeros((n, c, k, k, oh, ow), dtype=a.dtype)
+    for i in range(k):
+        for j in range(k):
+            cols[:, :, i, j] = a[:, :, i * d:i * d + s * (oh - 1) + 1:s, j * d:j * d + s * (ow - 1) + 1:s]
+    return cols.reshape(n, c * k * k, oh * ow)
+
+
+def _fold_ref(np, a, out, k, d=1, p=0, s=1):
+    n, ckk, _ = a.shape
+    c = ckk // (k * k)
+    h, w = out[0] + 2 * p, out[1] + 2 * p
+    oh, ow = (h - d * (k - 1) - 1) // s + 1, (w - d * (k - 1) - 1) // s + 1
+    cols = a.reshape(n, c, k, k, oh, ow)
+    acc = np.zeros((n, c, h, w), dtype=a.dtype)
+    for i in range(k):
+        for j in range(k):
+            acc[:, :, i * d:i * d + s * (oh - 1) + 1:s, j * d:j * d + s * (ow - 1) + 1:s] += cols[:, :, i, j]
+    return acc[:, :, p:p + out[0], p:p + out[1]]
+
+
+def _window_args(op, kernel_size, dilation, padding, stride):
+    return (_pair(kernel_size, "kernel_size", op), _pair(dilation, "dilation", op), _pair(padding, "padding", op, 0),
+            _pair(stride, "stride", op))
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((2, 3, 4, 5),),), ref=lambda np, a: _unfold_ref(np, a, 2), op=lambda x: unfold(x, 2), name="unfold"),
+    OpTest((((1, 2, 5, 5),),), ref=lambda np, a: _unfold_ref(np, a, 3, 2, 1, 2),
+           op=lambda x: unfold(x, 3, dilation=2, padding=1, stride=2), name="unfold_strided")),
+    doc="Extract sliding kernel_size blocks: (N, C, H, W) -> (N, C * kh * kw, L).")
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: (N, C, H, W) (or (C, H, W)) -> (N, C * kh * kw, L), the blocks in PyTorch's order (channel,
+    then kernel row and column) and L output positions row-major."""
+    op = "unfold"
+    x = _float_tensor(input, op)
+    if x.ndim not in (3, 4):
+        raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D unbatched one, got shape {x.shape}")
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = x.unsqueeze(0)
+    (kh, kw), dil, pad_, st = _window_args(op, kernel_size, dilation, padding, stride)
+    c = x.shape[1]
+    if c == 0:
+        raise ValueError(f"{op}: expected an input with at least one channel, got shape {x.shape}")
+    y = conv2d(x, _onehot_kernels(x, c, kh, kw), None, st, pad_, dil, c)
+    y = y.reshape(y.shape[:2] + (y.shape[2] * y.shape[3],))
+    return y[0] if unbatched else y
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((2, 12, 12),),), ref=lambda np, a: _fold_ref(np, a, (4, 5), 2), op=lambda x: fold(x, (4, 5), 2),
+           name="fold"),
+    OpTest((((1, 18, 4),),), ref=lambda np, a: _fold_ref(np, a, (5, 6), 3, 2, 1, 2),
+           op=lambda x: fold(x, (5, 6), 3, dilation=2, padding=1, stride=2), name="fold_strided")),
+    doc="Sum sliding blocks back into an image: (N, C * kh * kw, L) -> (N, C, *output_size).")
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im, the adjoint of unfold: (N, C * kh * kw, L) (or unbatched) -> (N, C, oh, ow), overlapping
+    blocks summed."""
+    op = "fold"
+    x = _float_tensor(input, op)
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected a 3-D input (N, C * kh * kw, L) or a 2-D unbatched one, got shape "
+                         f"{x.shape}")
+    unbatched = x.ndim == 2
+    if unbatched:
+        x = x.unsqueeze(0)
+    oh, ow = _pair(output_size, "output_size", op)
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _window_args(op, kernel_size, dilation, padding, stride)
+    if x.shape[1] % (kh * kw):
+        raise ValueError(f"{op}: expected dim 1 of the input to be divisible by kh * kw = {kh * kw}, got shape "
+                         f"{x.shape}")
+    lh = (oh + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    lw = (ow + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if lh <= 0 or lw <= 0 or lh * lw != x.shape[2]:
+        raise ValueError(f"{op}: expected {max(lh, 0) * max(lw, 0)} blocks (dim 2) for output_size {(oh, ow)}, "
+                         f"kernel {(kh, kw)}, dilation {(dh, dw)}, padding {(ph, pw)}, stride {(sh, sw)}, got "
+                         f"shape {x.shape}")
+    c = x.shape[1] // (kh * kw)
+    y = _ct.transposed(x.reshape(x.shape[:2] + (lh, lw)), _onehot_kernels(x, c, kh, kw), (oh, ow), (sh, sw),
+                       (ph, pw), (dh, dw), c)
+    return y[0] if unbatched else y
+
+
+# --------------------------------------------------------------------------- affine_grid / grid_sample
+def _take_cols_rule(cls, args, kwargs):
+    """vmap: x (N, C, P) and the per-sample columns idx (N, Q), either or both batched: both aligned to
+    the union of their batch levels, the batch dims folded into N, one call."""
+    x, idx = args[0], args[1]
+    levels = _union([x, idx])
+    xs, ids = tuple(x.shape), tuple(idx.shape)
+    xe, ie = _expand(x, levels, xs), _expand(idx, levels, ids)
+    b = _bsizes(levels)
+    out = cls.apply(xe.reshape((-1,) + xs[1:]), ie.reshape((-1,) + ids[1:]), *args[2:])
+    return _wrap(out.reshape(b + (xs[0],) + tuple(out.shape[1:])), levels)
+
+
+class TakeCols(Function):
+    """x (N, C, P) read at the columns idx (N, Q) of each sample -> (N, C, Q): grid_sample's corner reads,
+    one gather for the whole batch; linear in x (the backward is PutCols)."""
+    batch_rule = _take_cols_rule
+
+    @staticmethod
+    def forward(ctx, x, idx):
+        ctx.save_for_backward(idx)
+        ctx.p = x.data.shape[2]
+        return ctx.wrap(ctx.xp.take_along_axis(x.data, idx.data[:, None, :], axis=2))
+
+    @staticmethod
+    def backward(ctx, grad):
+        idx, = ctx.saved_tensors
+        return PutCols.apply(grad, idx, ctx.p), None
+
+
+class PutCols(Function):
+    """g (N, C, Q) added at the columns idx (N, Q) of an (N, C, P) zero tensor (repeats accumulate): the
+    adjoint of TakeCols."""
+    batch_rule = _take_cols_rule
+
+    @staticmethod
+    def forward(ctx, g, idx, p):
+        ctx.save_for_backward(idx)
+        xp = ctx.xp
+        n, c, q = g.data.shape
+        out = xp.zeros((n, c, p), dtype=g.data.dtype)
+        rows = (xp.arange(n * c).reshape(n, c, 1) * p + idx.data[:, None, :]).reshape(-1)
+        ctx.device.backend.scatter_add(out.reshape(-1), rows, xp.ascontiguousarray(g.data).reshape(-1))
+        return ctx.wrap(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        idx, = ctx.saved_tensors
+        return TakeCols.apply(grad, idx), None, None
+
+
+def _base_coords(xp, n, align_corners, dtype):
+    if n == 1:
+        return xp.zeros(1, dtype=dtype)
+    v = xp.linspace(-1.0, 1.0, n).astype(dtype)
+    return v if align_corners else v * dtype((n - 1) / n)
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((2, 2, 3),),), op=lambda t: affine_grid(t, (2, 1, 3, 4), align_corners=False),
+           ref=lambda np, t: _affine_ref(np, t, 3, 4, False), name="affine_grid"),
+    OpTest((((1, 2, 3),),), op=lambda t: affine_grid(t, (1, 2, 2, 5), align_corners=True),
+           ref=lambda np, t: _affine_ref(np, t, 2, 5, True), name="affine_grid_align")),
+    doc="The sampling grid (N, H, W, 2) of a batch of 2-D affine matrices theta (N, 2, 3), for grid_sample.")
+def affine_grid(theta, size, align_corners=None):
+    """(N, H, W, 2) grid of (x, y) = theta @ (x, y, 1) over the normalised [-1, 1] pixel centres of an
+    (N, C, H, W) ``size`` (align_corners=False: the corner pixels' centres at +-(1 - 1/n))."""
+    op = "affine_grid"
+    t = _float_tensor(theta, op, "theta")
+    size = tuple(size)
+    if len(size) != 4 or t.ndim != 3 or t.shape != (size[0], 2, 3):
+        raise ValueError(f"{op}: expected theta of shape (N, 2, 3) and a size (N, C, H, W) with the same N, got "
+                         f"theta {t.shape} and size {size}")
+    xp = t.device.backend.xp
+    dtype = t.data.dtype.type
+    h, w = size[2], size[3]
+    xs = _base_coords(xp, w, bool(align_corners), dtype)
+    ys = _base_coords(xp, h, bool(align_corners), dtype)
+    base = xp.stack([xp.broadcast_to(xs[None, :], (h, w)), xp.broadcast_to(ys[:, None], (h, w)),
+                     xp.ones((h, w), dtype=dtype)], axis=-1).reshape(1, h * w, 3)
+    return matmul(_const(base, t), t.transpose(1, 2)).reshape(size[0], h, w, 2)
+
+
+def _affine_ref(np, t, h, w, ac):
+    def base(n):
+        if n == 1:
+            return np.zeros(1)
+        v = np.linspace(-1, 1, n)
+        return v if ac else v * (n - 1) / n
+    ys, xs = np.meshgrid(base(h), base(w), indexing="ij")
+    pts = np.stack([xs, ys, np.ones_like(xs)], -1)           # (h, w, 3)
+    return np.einsum("hwk,njk->nhwj", pts, t).astype(t.dtype)
+
+
+def _unnormalize(g, n, align_corners):
+    return (g + 1) * ((n - 1) / 2) if align_corners else ((g + 1) * n - 1) / 2
+
+
+def _reflect(c, lo2, hi2):
+    """PyTorch's reflect_coordinates over [lo2 / 2, hi2 / 2] (recorded ops: the gradient flips sign in the
+    mirrored stretches)."""
+    if lo2 == hi2:
+        return c * 0
+    mn, span = lo2 / 2, (hi2 - lo2) / 2
+    a = (c - mn).abs()
+    flips = (a.detach() / span).floor()
+    extra = a - flips * span
+    even = (flips - (flips / 2).floor() * 2) == 0
+    return where(even, extra + mn, span - extra + mn)
+
+
+def _source_coords(g, n, padding_mode, align_corners):
+    c = _unnormalize(g, n, align_corners)
+    if padding_mode == "border":
+        c = c.clamp(0, n - 1)
+    elif padding_mode == "reflection":
+        c = _reflect(c, 0, 2 * (n - 1)) if align_corners else _reflect(c, -1, 2 * n - 1)
+        c = c.clamp(0, n - 1)
+    return c
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((2, 3, 4, 5), (2, 3, 2, 2)),), op=lambda x, g: grid_sample(x, g * 1.2, align_corners=False),
+           ref=lambda np, x, g: _grid_sample_ref(np, x, g * 1.2, "bilinear", "zeros", False), name="grid_sample",
+           avoid=(-1, 0, 1), tol=_F32),
+    OpTest((((1, 2, 3, 4), (1, 2, 3, 2)),), op=lambda x, g: grid_sample(x, g, padding_mode="border",
+                                                                          align_corners=True),
+           ref=lambda np, x, g: _grid_sample_ref(np, x, g, "bilinear", "border", True), name="grid_sample_border",
+           domain=(-0.9, 0.9), tol=_F32),
+    OpTest((((1, 2, 3, 4), (1, 2, 3, 2)),), op=lambda x, g: grid_sample(x, g * 1.4, padding_mode="reflection"),
+           ref=lambda np, x, g: _grid_sample_ref(np, x, g * 1.4, "bilinear", "reflection", False),
+           name="grid_sample_reflection", domain=(-0.9, 0.9), tol=_F32),
+    OpTest((((1, 2, 3, 4), (1, 2, 2, 2)),), op=lambda x, g: grid_sample(x, g, mode="nearest", align_corners=True),
+           ref=lambda np, x, g: _grid_sample_ref(np, x, g, "nearest", "zeros", True), name="grid_sample_nearest",
+           domain=(-0.9, 0.9), gradgrad=False)),
+    doc="Sample (N, C, H, W) at the normalised (x, y) points of grid (N, Ho, Wo, 2): bilinear or nearest.")
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """PyTorch's 2-D grid_sample: out[n, :, i, j] = input[n] sampled at grid[n, i, j] = (x, y) in [-1, 1]
+    (align_corners=False, the default: -1 and 1 are the outer edges of the corner pixels; True: their
+    centres); mode "bilinear" or "nearest" (half to even); padding_mode "zeros", "border" or
+    "reflection". Differentiable in the input and (bilinear) in the grid."""
+    op = "grid_sample"
+    x = _float_tensor(input, op)
+    g = _float_tensor(grid, op, "grid", like=x)
+    if mode not in ("bilinear", "nearest"):
+        raise ValueError(f"{op}: mode must be 'bilinear' or 'nearest', got {mode!r}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"{op}: padding_mode must be 'zeros', 'border' or 'reflection', got {padding_mode!r}")
+    if x.ndim != 4 or g.ndim != 4 or g.shape[0] != x.shape[0] or g.shape[3] != 2:
+        raise ValueError(f"{op}: expected input (N, C, H, W) and grid (N, Ho, Wo, 2), got {x.shape} and {g.shape}")
+    if g.dtype != x.dtype:
+        g = g.to(dtype=x.dtype)
+    n, c, h, w = x.shape
+    ho, wo = g.shape[1:3]
+    ac = bool(align_corners)
+    ix = _source_coords(g[..., 0], w, padding_mode, ac)
+    iy = _source_coords(g[..., 1], h, padding_mode, ac)
+    flat = x.reshape(n, c, h * w)
+
+    def corner(cx, cy):
+        """Values at the integral (float) coordinates cx, cy (N, Ho, Wo), zero outside: (N, C, Ho, Wo), and
+        the inside mask (N, 1, Ho, Wo). Tensor ops throughout (no .data), so vmap batches them."""
+        dt = x.dtype
+        inside = (cx >= 0).to(dtype=dt) * (cx <= w - 1).to(dtype=dt) * (cy >= 0).to(dtype=dt) * \
+            (cy <= h - 1).to(dtype=dt)
+        idx = (cy.clamp(0, h - 1) * w + cx.clamp(0, w - 1)).to(dtype=int64).reshape(n, ho * wo)
+        v = TakeCols.apply(flat, idx).reshape(n, c, ho, wo)
+        return v, inside.reshape(n, 1, ho, wo)
+
+    if mode == "nearest":
+        v, m = corner(round_(ix.detach()), round_(iy.detach()))      # half to even, as PyTorch's nearbyint
+        return v * m
+    x0 = ix.detach().floor()
+    y0 = iy.detach().floor()
+    tx = (ix - x0).unsqueeze(1)
+    ty = (iy - y0).unsqueeze(1)
+    out = None
+    for dx, dy, wgt in ((0, 0, (1 - tx) * (1 - ty)), (1, 0, tx * (1 - ty)), (0, 1, (1 - tx) * ty), (1, 1, tx * ty)):
+        v, m = corner(x0 + dx, y0 + dy)
+        term = v * (wgt * m)
+        out = term if out is None else out + term
+    return out
+
+
+def _grid_sample_ref(np, x, g, mode, padding_mode, ac):
+    n, c, h, w = x.shape
+    out = np.zeros((n, c) + g.shape[1:3], dtype=x.dtype)
+
+    def src(v, size):
+        v = float(v)
+        p = (v + 1) / 2 * (size - 1) if ac else ((v + 1) * size - 1) / 2
+        if padding_mode == "border":
+            p = min(max(p, 0), size - 1)
+        elif padding_mode == "reflection":
+            lo, hi = (0, 2 * (size - 1)) if ac else (-1, 2 * size - 1)
+            if lo == hi:
+                p = 0.0
+            else:
+                mn, span = lo / 2, (hi - lo) / 2
+                a = abs(p - mn)
+                fl = np.floor(a / span)
+                ex = a - fl * span
+                p = ex + mn if fl % 2 == 0 else span - ex + mn
+            p = min(max(p, 0), size - 1)
+        return p
+
+    def at(b, yy, xx):
+        return x[b, :, yy, xx] if 0 <= yy < h and 0 <= xx < w else np.zeros(c, dtype=x.dtype)
+
+    for b in range(n):
+        for i in range(g.shape[1]):
+            for j in range(g.shape[2]):
+                px, py = src(g[b, i, j, 0], w), src(g[b, i, j, 1], h)
+                if mode == "nearest":
+                    out[b, :, i, j] = at(b, int(np.rint(py)), int(np.rint(px)))
+                    continue
+                x0, y0 = int(np.floor(px)), int(np.floor(py))
+                tx, ty = px - x0, py - y0
+                out[b, :, i, j] = ((1 - tx) * (1 - ty) * at(b, y0, x0) + tx * (1 - ty) * at(b, y0, x0 + 1)
+                                   + (1 - tx) * ty * at(b, y0 + 1, x0) + tx * ty * at(b, y0 + 1, x0 + 1))
+    return out
