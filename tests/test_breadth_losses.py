@@ -187,7 +187,7 @@ def _loss_cases():
 LOSSES = _loss_cases()
 
 
-@pytest.mark.filterwarnings("ignore:reduction. 'mean'")
+@pytest.mark.filterwarnings("ignore:kl_div. reduction='mean'", "ignore:reduction. 'mean'")
 @pytest.mark.parametrize("name,call,arrays", LOSSES, ids=[c[0] for c in LOSSES])
 def test_loss_matches_torch(name, call, arrays, device):
     _compare(call, arrays, device)
@@ -377,6 +377,7 @@ def _array(spec):
     return special[spec]() if isinstance(spec, str) else _rand(*spec)
 
 
+@pytest.mark.filterwarnings("ignore:size_average and reduce")
 @pytest.mark.parametrize("name,kwargs,specs", LOSS_MODULES, ids=[m[0] for m in LOSS_MODULES])
 def test_loss_module_matches_torch(name, kwargs, specs, device):
     w = _rand(4, lo=0.2)
