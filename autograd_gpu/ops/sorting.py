@@ -148,8 +148,8 @@ class PutAlong(Function):
         ctx.save_for_backward(index)
         ctx.axis, ctx.distinct = axis, distinct
         out = ctx.xp.zeros(shape, dtype=g.data.dtype)
-        if distinct:
-            ctx.xp.put_along_axis(out, index.data, g.data, axis)
+        if distinct:      # an indexed write (not put_along_axis, which ag.compile's tracer cannot see writing)
+            out[_along(ctx.xp, index.data, axis)] = g.data
         else:
             ctx.device.backend.scatter_add(out, _along(ctx.xp, index.data, axis), g.data)
         return ctx.wrap(out)
