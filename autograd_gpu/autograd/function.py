@@ -20,11 +20,11 @@ __all__ = ["Function"]
 _FALSES = tuple((False,) * n for n in range(8))
 _anomaly = [0]            # threads with detect_anomaly() on; read before the thread-local flag
 _next_seq = itertools.count().__next__   # creation order: a node's inputs always come before it
-_interned = {}            # needs_input_grad tuples are shared, not allocated per node
+_interned: dict[tuple[bool, ...], tuple[bool, ...]] = {}    # needs_input_grad tuples are shared, not allocated per node
 _TRUE1 = (True,)
 _NEEDS2 = (((False, False), (False, True)), ((True, False), (True, True)))
-Tensor = None          # set by autograd_gpu.tensor (it imports this module first)
-_vmap = []             # [has_batched, batched_apply] while a vmap runs (func/vmap.py), else empty
+Tensor: Any = None     # the Tensor class, set by autograd_gpu.tensor (it imports this module first; a layer below it)
+_vmap: list[Callable] = []    # [has_batched, batched_apply] while a vmap runs (func/vmap.py), else empty
 _new = object.__new__
 
 
