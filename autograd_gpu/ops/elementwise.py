@@ -8,6 +8,7 @@ explicitly, so every backward here returns gradients already shaped like its inp
 import cmath
 import math
 import operator as _operator
+from typing import TypedDict
 
 from ..autograd.function import Function
 from ..autograd import function as _function
@@ -142,7 +143,7 @@ def _as_pair(op):
 
 # --------------------------------------------------------------------------- Python-number operands
 _HOST = _get_backend("cpu").xp.ndarray
-_consts = {}             # (number, dtype) -> 0-d host array of that dtype
+_consts: dict = {}       # (number, dtype) -> 0-d host array of that dtype
 
 
 def _host_const(a, c):
@@ -604,7 +605,16 @@ def _rfloordiv(a, b):
     return floor_divide(b, a)
 
 
-_NO_GRAD = dict(grad=False, gradgrad=False)      # graph constants: no gradient to check
+class _NoGrad(TypedDict):       # OpTest keywords shared by entries, typed so that OpTest(..., **_NO_GRAD) is checked
+    grad: bool
+    gradgrad: bool
+
+
+class _KindsNoGrad(_NoGrad):
+    kinds: tuple
+
+
+_NO_GRAD = _NoGrad(grad=False, gradgrad=False)      # graph constants: no gradient to check
 
 
 @register(aliases=("eq",), method="eq", methods={"__eq__": _eq_operator},
@@ -668,7 +678,7 @@ def floor_divide(a, b):
 # remainder (%) and fmod are differentiable: ops/special.py
 
 
-_BOOLS = dict(kinds=("bool", "bool"), **_NO_GRAD)
+_BOOLS = _KindsNoGrad(kinds=("bool", "bool"), **_NO_GRAD)
 
 
 @register(method=True, tests=OpTest(BINARY[:2], ref="np.logical_and", **_BOOLS))
@@ -696,7 +706,7 @@ def _bitwise(name, a, b, op):
     return _constant(name, a, b, op)
 
 
-_INTS = dict(kinds=("int", "int"), **_NO_GRAD)
+_INTS = _KindsNoGrad(kinds=("int", "int"), **_NO_GRAD)
 
 
 @register(method=("__and__", "__rand__"), tests=OpTest(BINARY[:2], ref="np.bitwise_and", op=_operator.and_, **_INTS))

@@ -155,7 +155,7 @@ def _check_nonempty(op, x):
 
 class _MaxMin(Function):
     batch_rule = batching.reduction
-    pick_fn = None
+    pick_fn: str | None = None      # the subclass's xp function: "max" or "min"
 
     @classmethod
     def forward(cls, ctx, x, axes, keepdims):
