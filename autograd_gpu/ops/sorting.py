@@ -78,11 +78,8 @@ class _Index(Function):
 
     @classmethod
     def forward(cls, ctx, x, axis, *args):
-        return ctx.wrap(xp_asint64(ctx.xp, cls.kernel(ctx.xp, x.data, *args, axis=axis)))
-
-
-def xp_asint64(xp, a):
-    return a if a.dtype == "int64" else a.astype("int64")
+        a = cls.kernel(ctx.xp, x.data, *args, axis=axis)
+        return ctx.wrap(a if a.dtype == "int64" else a.astype("int64"))     # intp is int32 on some platforms
 
 
 class SortIndex(_Index):

@@ -193,7 +193,7 @@ def diag_embed(x, offset=0, dim1=-2, dim2=-1):
     (dims of the result, which has one more dim than x; x's other dims fill the rest in order)."""
     x = as_tensor(x, "diag_embed")
     if x.ndim < 1:
-        raise ValueError(f"diag_embed: expected a tensor with at least 1 dim, got a 0-d tensor")
+        raise ValueError("diag_embed: expected a tensor with at least 1 dim, got a 0-d tensor")
     offset = _int(offset, "offset", "diag_embed")
     d1, d2 = _plane(x.ndim + 1, dim1, dim2, "diag_embed")
     n = x.shape[-1] + abs(offset)
