@@ -427,3 +427,22 @@ def test_vmap_of_scatter_reduce_and_index_add_matches_a_loop(device):
     got = ag.func.vmap(lambda a, b: ag.index_add(a, 1, j, b[:, :3]))(xs, ss)
     want = ag.stack([ag.index_add(xs[k], 1, j, ss[k][:, :3]) for k in range(4)])
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
+def test_vmap_of_index_copy_masked_fill_take_runs_without_the_loop(device):
+    import warnings
+    xs = ag.tensor(RNG.normal(size=(4, 3, 5)), device=device)
+    m = ag.tensor([True, False, True, False, False], device=device)
+    i = ag.tensor([4, 0], device=device)
+    fns = [lambda a: a.index_copy(1, i, a[:, :2] * 2.0),                  # source batched too
+           lambda a: a.index_copy(1, i, ag.ones(3, 2, device=device, dtype=ag.float64)),
+           lambda a: a.index_fill(1, i, -1.0),
+           lambda a: a.masked_fill(m, a.sum()),
+           lambda a: a.take(ag.tensor([0, 7, 14], device=device)),
+           lambda a: a.scatter(1, ag.tensor([[1], [2], [0]], device=device), a[:, :1] * 3.0)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                 # the per-example loop would warn
+        for f in fns:
+            got = ag.func.vmap(f)(xs)
+            want = ag.stack([f(xs[k]) for k in range(4)])
+            np.testing.assert_allclose(got.numpy(), want.numpy())

@@ -12,7 +12,7 @@ import builtins
 
 from ..autograd.function import Function
 from ..tensor import Tensor
-from ..dtypes import int64, int32, float64, is_inexact, result_type
+from ..dtypes import float64, is_inexact, result_type
 from ._util import as_tensor, normalize_dim
 from .shape import broadcast_shapes, broadcast_to, flatten
 from .elementwise import where
@@ -445,6 +445,20 @@ def _index_copy_ref(np, a, dim, index, s):
     return out
 
 
+def _index_copy_rule(cls, args, kwargs):
+    """x and source batched (either or both): source has x[idx]'s shape and idx one advanced index,
+    which stays in place behind the batch dims."""
+    x, v, idx, basic = args
+    levels = _union([x, v])
+    xb, vb = _expand(x, levels, x.shape), _expand(v, levels, v.shape)
+    return _wrap(cls.apply(xb, vb, (slice(None),) * len(levels) + tuple(idx), basic), levels)
+
+
+class IndexCopy(IndexPut):
+    """setitem's Function for index_copy, whose source is batchable (it has x[idx]'s shape)."""
+    batch_rule = _index_copy_rule
+
+
 @register(method=True, tests=(
     OpTest((((4, 3), (2, 3)), ((4, 3), (2, 1))), op=lambda x, s: index_copy(x, 0, _ix([3, 1], x), s.expand(2, 3)),
            ref=lambda np, a, s: _index_copy_ref(np, a, 0, [3, 1], np.broadcast_to(s, (2, 3)))),
@@ -458,7 +472,7 @@ def index_copy(input, dim, index, source):
     _same_device(x, source, "index_copy", "source")
     xx, d, idx, n = _index_along(x, dim, index, "index_copy")
     _check_source(xx, d, n, source, "index_copy")
-    out = IndexPut.apply(xx, source.reshape(xx.shape[:d] + (n,) + xx.shape[d + 1:]), idx, False)
+    out = IndexCopy.apply(xx, source.reshape(xx.shape[:d] + (n,) + xx.shape[d + 1:]), idx, False)
     return out.reshape(()) if x.ndim == 0 else out
 
 
@@ -546,7 +560,13 @@ def _scatter_reduce_arrays(backend, x, src, index, dim, reduce, include_self):
             return (out / count).astype(out.dtype)
     else:
         fn = {"prod": xp.multiply, "amax": xp.maximum, "amin": xp.minimum}[reduce]
-        _segmented_combine(xp, flat, pos, v, fn)
+        if backend.device.type == "cpu":
+            # NumPy's ufunc.at is unbuffered and takes every ufunc and dtype (100x faster than the scan
+            # here); CuPy has no multiply.at, and its maximum.at refuses float16 and follows CUDA's
+            # fmax for NaN, so devices take the scan (a backend method would be the better home)
+            fn.at(flat, pos, v)
+        else:
+            _segmented_combine(xp, flat, pos, v, fn)
     return out
 
 
