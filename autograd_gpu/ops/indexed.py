@@ -364,7 +364,10 @@ def _fill_value(value, x, op):
     OpTest((((3, 4), (3, 4)), ((3, 4), (4,)), ((), ()), ((0, 3), (3,))), op=lambda x, m: masked_fill(x, m, 0.5),
            ref=lambda np, a, m: np.where(m, a.dtype.type(0.5), a), kinds=(None, "bool")),
     OpTest((((3, 4), (3, 1), ()),), op=lambda x, m, v: x.masked_fill(m, v),
-           ref=lambda np, a, m, v: np.where(m, v, a), name="masked_fill_tensor_value", kinds=(None, "bool", None))))
+           ref=lambda np, a, m, v: np.where(m, v, a), name="masked_fill_tensor_value", kinds=(None, "bool", None)),
+    OpTest((((4, 3), (3, 4)),), op=lambda x, m: masked_fill(x.T, m, -1.0),
+           ref=lambda np, a, m: np.where(m, -1.0, a.T).astype(a.dtype),
+           name="masked_fill_noncontiguous", kinds=(None, "bool"))))
 def masked_fill(input, mask, value):
     """input with ``value`` (a number or a 0-d tensor) where the bool mask (broadcast to input's shape) is true."""
     x = as_tensor(input, "masked_fill")
@@ -379,7 +382,9 @@ def masked_fill(input, mask, value):
     OpTest((((3, 4),), ((5,),)), op=lambda x: take(x, _ix([[0, 4], [-1, 2], [0, 0]], x)),
            ref=lambda np, a: np.take(a, [[0, 4], [-1, 2], [0, 0]])),
     OpTest((((3, 4), (2, 5)), ((), (3,))), op=lambda x, i: x.take(i), ref=lambda np, a, i: np.take(a, i),
-           name="take_index_kind", kinds=(None, "index:1"))))
+           name="take_index_kind", kinds=(None, "index:1")),
+    OpTest((((3, 4),),), op=lambda x: take(x.T, _ix([1, 4, 11], x)), ref=lambda np, a: np.take(a.T, [1, 4, 11]),
+           name="take_noncontiguous")))
 def take(input, index):
     """The elements of input (as if flattened) at ``index``; the result has index's shape."""
     x = as_tensor(input, "take")
@@ -751,6 +756,11 @@ def _sr_test(how, include_self=True, name=None):
 @register(method=True, tests=(
     _sr_test("sum", name="scatter_reduce"), _sr_test("prod"), _sr_test("mean"), _sr_test("amax"), _sr_test("amin"),
     _sr_test("sum", False), _sr_test("prod", False), _sr_test("mean", False), _sr_test("amax", False),
+    # non-contiguous input and src (transposed views), and an empty index (nothing reduced)
+    OpTest((((4, 3), (5, 3)),), op=lambda x, s: scatter_reduce(x.T, 0, _ix(_SR, x), s.T, "prod"),
+           ref=lambda np, a, s: _scatter_ref(np, a.T, 0, _SR, s.T, "prod"), name="scatter_reduce_noncontiguous"),
+    OpTest((((3, 4), (3, 4)),), op=lambda x, s: scatter_reduce(x, 1, _ix([[], [], []], x), s, "amax"),
+           ref=lambda np, a, s: a, name="scatter_reduce_empty_index"),
     OpTest((((2, 3), (2, 2)),), op=lambda x, s: scatter_reduce(x, -1, _ix([[2, 2], [0, 0]], x), s, "amin",
                                                             include_self=False),
            ref=lambda np, a, s: _scatter_ref(np, a, 1, [[2, 2], [0, 0]], s, "amin", False),
