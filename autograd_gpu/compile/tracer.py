@@ -503,7 +503,8 @@ class _FnProxy:
         if self.name in READING_FUNCS:
             return t.guard(self.real, args, kwargs, self.name)
         fresh = (_is_ufunc(self.real) or self.name in FRESH_FUNCS) and "out" not in kwargs
-        return t.call(self.real, args, kwargs, self.name, fresh=fresh)
+        return t.call(self.real, args, kwargs, self.name, fresh=fresh,
+                      mutates=(0,) if self.name in MUTATING_FUNCS else ())
 
     def __getattr__(self, name):
         real = getattr(self.real, name)
@@ -526,6 +527,8 @@ FRESH_FUNCS = frozenset({"sum", "mean", "prod", "max", "min", "amax", "amin", "m
                          "arange", "linspace", "eye", "where", "concatenate", "stack", "copy", "clip", "sort",
                          "argsort", "cumsum", "cumprod", "var", "std", "any", "all", "argmax", "argmin",
                          "count_nonzero", "outer", "logsumexp", "tanh", "exp", "log"})
+# xp functions that write into their first argument (put_along_axis's write went unseen: stale gradients)
+MUTATING_FUNCS = frozenset({"copyto", "put", "put_along_axis", "place", "putmask", "fill_diagonal"})
 READING_FUNCS = frozenset({"array_equal", "allclose", "array_equiv", "array2string", "array_repr", "array_str",
                            "save", "savez", "savetxt", "asnumpy", "isclose_all"})
 
