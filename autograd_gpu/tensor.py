@@ -1,5 +1,7 @@
 """Tensor: a backend array plus autograd metadata, and operator overloads that call ops (no math here)."""
+import builtins as _builtins
 import weakref
+from typing import TYPE_CHECKING, Any, Callable
 
 from .autograd import function as _function
 from .autograd.grad_mode import state as _grad_state, inference_threads as _inference, \
@@ -87,15 +89,16 @@ class Tensor:
     # Slots for what every op reads; the rest are class defaults, written to the (lazily created)
     # instance dict only when set, so making a Tensor costs four attribute writes, not eight.
     __slots__ = ("data", "requires_grad", "grad_fn", "device", "_output_nr", "__dict__", "__weakref__")
-    _grad = None
-    _hooks = None              # hooks of a leaf (a non-leaf's live on its grad_fn)
-    _post_acc_hooks = None     # a leaf's post-accumulate-grad hooks
+    _grad: "Tensor | None" = None
+    _hooks: list | None = None              # hooks of a leaf (a non-leaf's live on its grad_fn)
+    _post_acc_hooks: list | None = None     # a leaf's post-accumulate-grad hooks
     _base = None               # the tensor this one is a view of
     _version = None            # shared counter [version, graph version], created on first write or view
     _view_gv = 0               # for a view: the graph version of its base when the view was made
     __array_ufunc__ = None     # ndarray <op> Tensor defers to Tensor's reflected operator
 
-    def __init__(self, data, requires_grad=False, device=None, dtype=None):
+    def __init__(self, data: object, requires_grad: bool = False, device: Device | str | None = None,
+                 dtype: object = None) -> None:
         arr, dev = _to_array(data, dtype, device, copy=True, default_float=True)
         self.data = arr
         self.device = dev
@@ -105,12 +108,12 @@ class Tensor:
             self.requires_grad_(True)
 
     @property
-    def grad(self):
+    def grad(self) -> "Tensor | None":
         """The gradient accumulated by backward() (a Tensor of this tensor's shape, dtype and device), or None."""
         return self._grad
 
     @grad.setter
-    def grad(self, value):
+    def grad(self, value: "Tensor | None") -> None:
         # checked as PyTorch does: a gradient that does not match would be broadcast into the update
         if value is not None:
             if not isinstance(value, Tensor):
@@ -153,7 +156,7 @@ class Tensor:
 
     # -- metadata ----------------------------------------------------------------------------
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         """The tensor's shape, a tuple of ints (as NumPy's).
 
         >>> ag.zeros(2, 3).shape
@@ -162,12 +165,12 @@ class Tensor:
         return self.data.shape
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         """The number of dimensions (``len(shape)``)."""
         return self.data.ndim
 
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         """The element type, a NumPy dtype (``ag.float32`` is ``numpy.dtype('float32')``).
 
         >>> print(ag.tensor([1.5]).dtype)
@@ -176,7 +179,7 @@ class Tensor:
         return self.data.dtype
 
     @property
-    def size(self):
+    def size(self) -> "_Size":
         """The element count as NumPy's ``size`` attribute, and callable as PyTorch's: ``x.size()`` is the
         shape, ``x.size(dim)`` one entry of it.
 
@@ -186,11 +189,11 @@ class Tensor:
         """
         return _Size(self.data.shape)
 
-    def numel(self):
+    def numel(self) -> int:
         """The number of elements (the product of the shape)."""
         return self.data.size
 
-    def dim(self):
+    def dim(self) -> int:
         """The number of dimensions, as ``ndim``."""
         return self.data.ndim
 
@@ -200,22 +203,22 @@ class Tensor:
         return self.data.shape[0]
 
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> bool:
         """True when no recorded op produced this tensor (created by the user, or cut off by ``detach``)."""
         return self.grad_fn is None
 
     @property
-    def is_cuda(self):
+    def is_cuda(self) -> bool:
         """True when the tensor lives on a GPU."""
         return self.device.type == "cuda"
 
     @property
-    def T(self):
+    def T(self) -> "Tensor":
         """The tensor with all its dimensions reversed (the transpose of a matrix)."""
         return self.permute(*range(self.ndim - 1, -1, -1))
 
     @property
-    def mT(self):
+    def mT(self) -> "Tensor":
         """The last two dimensions swapped: the transpose of each matrix in a batch."""
         return self.swapaxes(-1, -2)
 
@@ -225,11 +228,12 @@ class Tensor:
         return self.device.backend.xp
 
     # -- autograd ------------------------------------------------------------------------------
-    def backward(self, grad=None, retain_graph=None, create_graph=False):
+    def backward(self, grad: "Tensor | None" = None, retain_graph: bool | None = None,
+                 create_graph: bool = False) -> None:
         """Accumulate the gradient of this tensor into the .grad of every leaf that requires grad."""
         _engine.backward((self,), None if grad is None else (grad,), retain_graph, create_graph)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         """Set ``requires_grad`` in place and return the tensor; only floating-point (and complex) tensors
         can require gradients, and only leaves can stop requiring them.
 
@@ -244,19 +248,19 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         return self
 
-    def detach(self):
+    def detach(self) -> "Tensor":
         """The same data (shared memory and version counter), cut from the graph."""
         t = Tensor._make(self.data, self.device)
         t._version = self.version_counter()
         return t
 
-    def detach_(self):
+    def detach_(self) -> "Tensor":
         """Cut this tensor from the graph in place: it becomes a leaf that does not require grad."""
         self.grad_fn = None
         self.requires_grad = False
         return self
 
-    def retain_grad(self):
+    def retain_grad(self) -> None:
         """Keep the gradient of this non-leaf in .grad after backward (leaves always keep theirs)."""
         if not self.requires_grad:
             raise RuntimeError("retain_grad: the tensor does not require grad")
@@ -272,7 +276,7 @@ class Tensor:
         return self.grad_fn is not None and self.grad_fn._hooks is not None and any(
             isinstance(h, _RetainGrad) for h in self.grad_fn._hooks.get(self._output_nr, ()))
 
-    def register_hook(self, fn):
+    def register_hook(self, fn: Callable[["Tensor"], "Tensor | None"]) -> "_HookHandle":
         """Call ``fn(grad)`` when the gradient for this tensor is computed; a non-None return value
         replaces the gradient. Returns a handle with ``.remove()``."""
         if not self.requires_grad:
@@ -290,7 +294,7 @@ class Tensor:
         hooks.insert(at, fn)
         return _HookHandle(hooks, fn)
 
-    def register_post_accumulate_grad_hook(self, fn):
+    def register_post_accumulate_grad_hook(self, fn: Callable[["Tensor"], None]) -> "_PostHookHandle":
         """On a leaf: call ``fn(tensor)`` each time backward() has accumulated into its .grad (as
         soon as its gradient is final, before the rest of backward runs). Returns a handle with
         ``.remove()``."""
@@ -314,11 +318,11 @@ class Tensor:
         return node._hooks.setdefault(self._output_nr, [])
 
     # -- conversions ---------------------------------------------------------------------------
-    def numpy(self):
+    def numpy(self) -> Any:
         """The data as a NumPy array: the array itself on the CPU, a host copy from the GPU."""
         return self.device.backend.to_host(self.data)
 
-    def item(self):
+    def item(self) -> Any:
         """The value of a one-element tensor as a Python number (waits for the GPU).
 
         >>> ag.tensor([[2.5]]).item()
@@ -328,7 +332,7 @@ class Tensor:
             raise ValueError(f"item: only one-element tensors can be converted to a Python number, got shape {self.shape}")
         return self.device.backend.item(self.data)
 
-    def tolist(self):
+    def tolist(self) -> Any:
         """The values as nested Python lists (numbers for a 0-d tensor), copied to the host.
 
         >>> ag.arange(4).reshape(2, 2).tolist()
@@ -351,47 +355,47 @@ class Tensor:
     def __dlpack_device__(self):
         return self.data.__dlpack_device__()
 
-    def cpu(self):
+    def cpu(self) -> "Tensor":
         """This tensor on the CPU (itself when it is there already)."""
         return self.to("cpu")
 
-    def cuda(self, device=None):
+    def cuda(self, device: "int | str | Device | None" = None) -> "Tensor":
         """This tensor on a GPU: ``device`` None is the current one, an int or ``"cuda:N"`` names it."""
         return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
-    def float(self):
+    def float(self) -> "Tensor":
         """This tensor as float32 (``to(ag.float32)``; recorded in the graph)."""
         return self.to(dtype=_dtypes.float32)
 
-    def double(self):
+    def double(self) -> "Tensor":
         """This tensor as float64."""
         return self.to(dtype=_dtypes.float64)
 
-    def half(self):
+    def half(self) -> "Tensor":
         """This tensor as float16."""
         return self.to(dtype=_dtypes.float16)
 
-    def bfloat16(self):
+    def bfloat16(self) -> "Tensor":
         """This tensor as bfloat16."""
         return self.to(dtype=_dtypes.bfloat16)
 
-    def long(self):
+    def long(self) -> "Tensor":
         """This tensor as int64."""
         return self.to(dtype=_dtypes.int64)
 
-    def int(self):
+    def int(self) -> "Tensor":
         """This tensor as int32."""
         return self.to(dtype=_dtypes.int32)
 
-    def bool(self):
+    def bool(self) -> "Tensor":
         """This tensor as bool (nonzero is True)."""
         return self.to(dtype=_dtypes.bool_)
 
-    def type(self, dtype=None):
+    def type(self, dtype: object = None) -> "str | Tensor":
         """The dtype's name when ``dtype`` is None, else this tensor cast to ``dtype``."""
         return str(self.dtype) if dtype is None else self.to(dtype=dtype)
 
-    def is_complex(self):
+    def is_complex(self) -> "_builtins.bool":
         """True for complex64/complex128 tensors."""
         return self.data.dtype.kind == "c"
 
@@ -466,6 +470,50 @@ class Tensor:
             if self.grad is not None:
                 t.grad = self.grad._copy()
         return t
+
+    if TYPE_CHECKING:
+        # What the op registry binds on Tensor at import (x.sum(), x.exp(), x.reshape(...), the operators;
+        # ops/registry.py): a type checker cannot run the registrations, so to it those methods are Any and
+        # the operators take anything and give a Tensor. Nothing in this block exists at run time.
+        def __getattr__(self, name: str) -> Any: ...
+        def __getitem__(self, idx: Any) -> Tensor: ...
+        def __setitem__(self, idx: Any, value: Any) -> None: ...
+        def __eq__(self, other: object) -> Tensor: ...  # type: ignore[override]
+        def __ne__(self, other: object) -> Tensor: ...  # type: ignore[override]
+        def __lt__(self, other: Any) -> Tensor: ...
+        def __le__(self, other: Any) -> Tensor: ...
+        def __gt__(self, other: Any) -> Tensor: ...
+        def __ge__(self, other: Any) -> Tensor: ...
+        def __neg__(self) -> Tensor: ...
+        def __pos__(self) -> Tensor: ...
+        def __abs__(self) -> Tensor: ...
+        def __invert__(self) -> Tensor: ...
+        def __add__(self, other: Any) -> Tensor: ...
+        def __radd__(self, other: Any) -> Tensor: ...
+        def __iadd__(self, other: Any) -> Tensor: ...
+        def __sub__(self, other: Any) -> Tensor: ...
+        def __rsub__(self, other: Any) -> Tensor: ...
+        def __isub__(self, other: Any) -> Tensor: ...
+        def __mul__(self, other: Any) -> Tensor: ...
+        def __rmul__(self, other: Any) -> Tensor: ...
+        def __imul__(self, other: Any) -> Tensor: ...
+        def __truediv__(self, other: Any) -> Tensor: ...
+        def __rtruediv__(self, other: Any) -> Tensor: ...
+        def __itruediv__(self, other: Any) -> Tensor: ...
+        def __floordiv__(self, other: Any) -> Tensor: ...
+        def __rfloordiv__(self, other: Any) -> Tensor: ...
+        def __mod__(self, other: Any) -> Tensor: ...
+        def __rmod__(self, other: Any) -> Tensor: ...
+        def __pow__(self, other: Any) -> Tensor: ...
+        def __rpow__(self, other: Any) -> Tensor: ...
+        def __matmul__(self, other: Any) -> Tensor: ...
+        def __rmatmul__(self, other: Any) -> Tensor: ...
+        def __and__(self, other: Any) -> Tensor: ...
+        def __rand__(self, other: Any) -> Tensor: ...
+        def __or__(self, other: Any) -> Tensor: ...
+        def __ror__(self, other: Any) -> Tensor: ...
+        def __xor__(self, other: Any) -> Tensor: ...
+        def __rxor__(self, other: Any) -> Tensor: ...
 
 
 def parse_to_args(args, device=None, dtype=None):
