@@ -331,3 +331,332 @@ def test_scheduler_errors():
         lr_scheduler.ReduceLROnPlateau(opt, factor=1.5)
     with pytest.raises(ValueError, match="T_0"):
         lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=0)
+
+
+# -- Module hooks: order and values against PyTorch ---------------------------------------------------
+def _np(v):
+    if v is None:
+        return None
+    return v.detach().numpy().copy() if hasattr(v, "detach") else v
+
+
+def _hooked_run(lib, with_values=True):
+    """A Linear with every kind of hook (global and its own, one prepended, one with kwargs), each logging
+    and changing a value; returns (log, x.grad, weight.grad, output)."""
+    if lib == "ag":
+        mod, make, reg = nn, (lambda a: ag.tensor(a, requires_grad=True)), nn.module
+    else:
+        mod, make, reg = torch.nn, (lambda a: torch.tensor(a, requires_grad=True)), torch.nn.modules.module
+    lin = mod.Linear(3, 2).double()
+    with (ag.no_grad() if lib == "ag" else torch.no_grad()):
+        lin.weight.copy_(make(W2[:2, :3]).detach()) if lib == "torch" else lin.weight.data.__setitem__(
+            slice(None), W2[:2, :3])
+        lin.bias.copy_(make(B2[:2]).detach()) if lib == "torch" else lin.bias.data.__setitem__(slice(None), B2[:2])
+    log = []
+    handles = [
+        reg.register_module_forward_pre_hook(lambda m, a: log.append(("gpre", _np(a[0])))),
+        reg.register_module_forward_hook(lambda m, a, o: log.append(("gfwd", _np(o)))),
+        reg.register_module_full_backward_pre_hook(lambda m, go: log.append(("gbpre", _np(go[0])))),
+        reg.register_module_full_backward_hook(lambda m, gi, go: log.append(("gbwd", _np(gi[0]), _np(go[0])))),
+        lin.register_forward_pre_hook(lambda m, a: (a[0] * 2,)),
+        lin.register_forward_pre_hook(lambda m, a: log.append(("pre0", _np(a[0]))), prepend=True),
+        lin.register_forward_pre_hook(lambda m, a, kw: log.append(("prekw", _np(a[0]), sorted(kw))),
+                                      with_kwargs=True),
+        lin.register_forward_hook(lambda m, a, o: o + 1),
+        lin.register_forward_hook(lambda m, a, kw, o: log.append(("fwdkw", _np(a[0]), _np(o))), with_kwargs=True),
+        lin.register_full_backward_pre_hook(lambda m, go: (go[0] * 3,)),
+        lin.register_full_backward_pre_hook(lambda m, go: log.append(("bpre", _np(go[0])))),
+        lin.register_full_backward_hook(lambda m, gi, go: log.append(("bwd", _np(gi[0]), _np(go[0])))),
+        lin.register_full_backward_hook(lambda m, gi, go: (gi[0] * 0.5,)),
+        lin.register_full_backward_hook(lambda m, gi, go: log.append(("bwd2", _np(gi[0])))),
+    ]
+    try:
+        x = make(X[:4, :3])
+        out = lin(x)
+        (out * out).sum().backward()
+    finally:
+        for h in handles:
+            h.remove()
+    return log, _np(x.grad), _np(lin.weight.grad), _np(out)
+
+
+def _assert_same_log(a, b):
+    assert [e[0] for e in a] == [e[0] for e in b]
+    for ea, eb in zip(a, b):
+        for va, vb in zip(ea[1:], eb[1:]):
+            if isinstance(va, np.ndarray):
+                np.testing.assert_allclose(va, vb, rtol=1e-12, err_msg=ea[0])
+            else:
+                assert va == vb, ea[0]
+
+
+@needs_torch
+def test_module_hooks_order_and_values_match_torch():
+    log, xg, wg, out = _hooked_run("ag")
+    tlog, txg, twg, tout = _hooked_run("torch")
+    _assert_same_log(log, tlog)
+    np.testing.assert_allclose(out, tout, rtol=1e-12)
+    np.testing.assert_allclose(xg, txg, rtol=1e-12)
+    np.testing.assert_allclose(wg, twg, rtol=1e-12)
+    # removed: the module is plain again
+    lin = nn.Linear(3, 2)
+    assert "_hooks" not in lin.__dict__
+
+
+class _TwoInTwoOut:
+    """forward(a, b, flag) -> (a * b, a + b): a non-tensor argument and two outputs."""
+
+    @staticmethod
+    def make(lib):
+        base = nn.Module if lib == "ag" else torch.nn.Module
+
+        class M(base):
+            def forward(self, a, b, flag=True, *, scale=1.0):
+                return a * b * scale, a + b
+        return M()
+
+
+@needs_torch
+@pytest.mark.parametrize("use", ["both", "first", "b_frozen"])
+def test_backward_hooks_with_several_inputs_and_outputs_match_torch(use):
+    results = []
+    for lib in ("ag", "torch"):
+        m = _TwoInTwoOut.make(lib)
+        log = []
+        m.register_full_backward_pre_hook(lambda mod, go: log.append(("pre", [None if g is None else _np(g)
+                                                                            for g in go])))
+        m.register_full_backward_hook(lambda mod, gi, go: log.append(
+            ("full", [None if g is None else _np(g) for g in gi], [None if g is None else _np(g) for g in go])))
+        m.register_forward_pre_hook(lambda mod, a, kw: (a, {**kw, "scale": 2.0}), with_kwargs=True)
+        mk = (lambda v, rg: ag.tensor(v, requires_grad=rg)) if lib == "ag" else \
+            (lambda v, rg: torch.tensor(v, requires_grad=rg))
+        a, b = mk(X[:3, :2], True), mk(Y[:3, :2], use != "b_frozen")
+        p, s = m(a, b, False)
+        loss = (p * p).sum() + ((s * 3).sum() if use != "first" else 0)
+        loss.backward()
+        results.append((log, _np(a.grad), _np(b.grad)))
+    (log, ag_, bg), (tlog, tag, tbg) = results
+    assert len(log) == len(tlog) == 2
+    for e, te in zip(log, tlog):
+        assert e[0] == te[0]
+        for lst, tlst in zip(e[1:], te[1:]):
+            assert [v is None for v in lst] == [v is None for v in tlst], e[0]
+            for v, tv in zip(lst, tlst):
+                if v is not None:
+                    np.testing.assert_allclose(v, tv, rtol=1e-12)
+    np.testing.assert_allclose(ag_, tag, rtol=1e-12)
+    assert (bg is None) == (tbg is None)
+    if bg is not None:
+        np.testing.assert_allclose(bg, tbg, rtol=1e-12)
+
+
+def test_backward_hook_when_no_input_needs_a_gradient():
+    lin = nn.Linear(3, 2)
+    seen = []
+    lin.register_full_backward_hook(lambda m, gi, go: seen.append((gi, go[0].shape)))
+    lin(ag.ones(4, 3)).sum().backward()
+    assert seen == [((None,), (4, 2))]
+    lin2 = nn.Linear(3, 2)
+    lin2.register_full_backward_hook(lambda m, gi, go: (ag.ones(4, 3),))
+    with pytest.raises(RuntimeError, match="no input requires gradient"):
+        lin2(ag.ones(4, 3)).sum().backward()
+    lin3 = nn.Linear(3, 2)
+    lin3.register_full_backward_hook(lambda m, gi, go: (gi[0], gi[0]))
+    with pytest.raises(RuntimeError, match="invalid number of grad_input"):
+        lin3(ag.ones(4, 3, requires_grad=True)).sum().backward()
+
+
+def test_hook_handles_remove_and_sequential_children_fire():
+    seq = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    calls = []
+    h = seq[0].register_forward_hook(lambda m, a, o: calls.append("lin0"))
+    with seq[1].register_forward_hook(lambda m, a, o: calls.append("relu")):
+        seq(ag.ones(1, 3))
+    seq(ag.ones(1, 3))
+    assert calls == ["lin0", "relu", "lin0"]
+    h.remove()
+    h.remove()                                   # a second remove does nothing
+    seq(ag.ones(1, 3))
+    assert calls == ["lin0", "relu", "lin0"]
+    with pytest.raises(TypeError, match="callable"):
+        seq.register_forward_hook(3)
+    with pytest.raises(RuntimeError, match="new_args, new_kwargs"):
+        with seq.register_forward_pre_hook(lambda m, a, kw: 5, with_kwargs=True):
+            seq(ag.ones(1, 3))
+
+
+def test_forward_hook_always_call_runs_when_forward_raises():
+    class Boom(nn.Module):
+        def forward(self, x):
+            raise ValueError("boom")
+    m, seen = Boom(), []
+    m.register_forward_hook(lambda mod, a, o: seen.append(o), always_call=True)
+    m.register_forward_hook(lambda mod, a, o: seen.append("never"))
+    with pytest.raises(ValueError, match="boom"):
+        m(ag.ones(1))
+    assert seen == [None]
+
+
+def _train_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def test_hooks_under_compile_match_eager_and_retrace_when_changed():
+    """A forward hook and a backward hook that change values are part of the compiled program; adding or
+    removing a hook (the module's or a global one), or changing a value a hook reads, traces again."""
+    x, y = ag.tensor(X[:, :5]), ag.tensor(Y)
+    models = [_ag_model(), _ag_model()]
+    opts = [optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in models]
+    cfg = {"scale": 0.5}
+    step = ag.compile(lambda xx, yy: _train_step(models[1], opts[1], xx, yy))
+
+    def both(expect_retrace=None):
+        before = step.stats["traces"]
+        a = _train_step(models[0], opts[0], x, y)
+        b = step(x, y)
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-12)
+        for p, q in zip(models[0].parameters(), models[1].parameters()):
+            np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-12)
+        if expect_retrace is not None:
+            assert (step.stats["traces"] > before) == expect_retrace
+
+    for _ in range(3):
+        both()
+    handles = [(m[2].register_forward_hook(lambda mod, a, o: o * cfg["scale"]),
+                m[2].register_full_backward_hook(lambda mod, gi, go: (gi[0] * 2,)),
+                m[0].register_full_backward_pre_hook(lambda mod, go: (go[0] + 1,))) for m in models]
+    both(expect_retrace=True)
+    for _ in range(3):
+        both(expect_retrace=False)
+    assert step.stats["replays"] >= 3
+    cfg["scale"] = 0.25                          # a value the hook reads
+    both()
+    both(expect_retrace=False)
+    for hs in handles:
+        hs[0].remove()
+    both(expect_retrace=True)
+    both(expect_retrace=False)
+    g = nn.module.register_module_forward_hook(lambda mod, a, o: o * 1.5 if isinstance(mod, nn.Tanh) else None)
+    try:
+        both(expect_retrace=True)
+        both(expect_retrace=False)
+    finally:
+        g.remove()
+    both(expect_retrace=False)                   # the program of the call before the global hook, cached
+    for hs in handles:
+        for h in hs:
+            h.remove()
+    both()
+
+
+# -- Module helpers -----------------------------------------------------------------------------------
+def test_module_helpers():
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Sequential(nn.ReLU(), nn.Linear(4, 2)))
+    assert net.get_submodule("2.1") is net[2][1] and net.get_submodule("") is net
+    assert net.get_parameter("2.1.weight") is net[2][1].weight
+    assert net.get_buffer("1.running_mean") is net[1].running_mean
+    with pytest.raises(AttributeError, match="no submodule"):
+        net.get_submodule("2.5")
+    with pytest.raises(AttributeError, match="no parameter `running_mean`"):
+        net.get_parameter("1.running_mean")
+    assert [n for n, _ in net.named_buffers()] == ["1.running_mean", "1.running_var", "1.num_batches_tracked"]
+    assert [n for n, _ in net.named_buffers(prefix="m", recurse=True)][0] == "m.1.running_mean"
+    assert list(net.named_buffers(recurse=False)) == []
+    seen = []
+    assert net.apply(lambda m: seen.append(type(m).__name__)) is net
+    assert seen == ["Linear", "BatchNorm1d", "ReLU", "Linear", "Sequential", "Sequential"]   # children first
+    assert net.requires_grad_(False) is net and not any(p.requires_grad for p in net.parameters())
+    net.requires_grad_()
+    assert all(p.requires_grad for p in net.parameters())
+
+
+@needs_torch
+def test_module_helpers_match_torch_names():
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    tnet = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    assert [n for n, _ in net.named_buffers()] == [n for n, _ in tnet.named_buffers()]
+    order, torder = [], []
+    net.apply(lambda m: order.append(type(m).__name__))
+    tnet.apply(lambda m: torder.append(type(m).__name__))
+    assert order == torder
+
+
+# -- grad modes ---------------------------------------------------------------------------------------
+def test_no_grad_and_enable_grad_bare_decorators():
+    w = ag.ones(3, requires_grad=True)
+
+    @ag.no_grad
+    def f(x):
+        """doc"""
+        return x * 2
+
+    @ag.enable_grad
+    def g(x):
+        return x * 2
+
+    assert not f(w).requires_grad and f.__name__ == "f" and f.__doc__ == "doc"
+    with ag.no_grad():
+        assert g(w).requires_grad
+    assert not ag.no_grad()(lambda x: x * 2)(w).requires_grad
+    assert ag.is_grad_enabled()
+    with pytest.raises(TypeError, match="takes no arguments"):
+        ag.no_grad(3)
+
+
+def test_inference_mode():
+    lin = nn.Linear(3, 2)
+    w = ag.ones(2, requires_grad=True)
+    with ag.inference_mode():
+        assert ag.is_inference_mode_enabled() and not ag.is_grad_enabled()
+        y = lin(ag.ones(4, 3))
+        y.add_(1)                                        # in place inside: allowed
+        with ag.inference_mode(False):
+            assert not ag.is_inference_mode_enabled()
+    assert not ag.is_inference_mode_enabled() and ag.is_grad_enabled() and not y.requires_grad
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        y * w                                            # recording a product saves y
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        y.add_(1)
+    z = y + w                                            # not saved: allowed, as in PyTorch
+    z.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [4.0, 4.0])
+    (y.clone() * w).sum().backward()                     # a clone is a normal tensor
+    v = y[0]                                             # a view of one is one too
+    with pytest.raises(RuntimeError, match="Inference tensors"):
+        v * w
+
+    @ag.inference_mode
+    def predict(x):
+        return lin(x)
+
+    @ag.inference_mode()
+    def predict2(x):
+        return lin(x)
+    for fn in (predict, predict2):
+        with pytest.raises(RuntimeError, match="Inference tensors"):
+            fn(ag.ones(1, 3)) * w
+    normal = lin(ag.ones(1, 3))                          # outside: a normal tensor
+    (normal * w).sum().backward()
+
+
+@needs_torch
+def test_inference_mode_raises_where_torch_raises():
+    for lib in ("ag", "torch"):
+        mod = ag if lib == "ag" else torch
+        w = mod.ones(2, requires_grad=True)
+        with mod.inference_mode():
+            y = mod.ones(3, 2) * 2 if lib == "torch" else ag.nn.Linear(2, 2)(ag.ones(3, 2))
+        raised = []
+        for op in (lambda: y * w, lambda: y + w, lambda: y.add_(1), lambda: y.clone() * w):
+            try:
+                op()
+                raised.append(False)
+            except RuntimeError:
+                raised.append(True)
+        if lib == "ag":
+            ours = raised
+    assert ours == raised == [True, False, True, False]

@@ -23,6 +23,7 @@ from ..dtypes import get_default_dtype
 from .._autocast_state import state as _amp_state
 from ..device import get_default_device
 from ..nn.module import Module, state_version as _state_version
+from ..nn.hooks import global_key as _global_module_hooks
 from ..optim.optimizer import Optimizer
 from .host_rng import is_host_rng
 
@@ -698,8 +699,9 @@ def _scalars(obj):
 
 _SCALAR_CLASSES = frozenset({int, float, bool, str, complex, type(None)})
 def _global_modes():
-    """Thread-local switches the ops read: autocast blocks, anomaly mode, the default device."""
-    return _amp_state.active, _grad_state.anomaly, _dev(get_default_device())
+    """Thread-local switches the ops read: autocast blocks, anomaly mode, the default device; and which
+    global module hooks exist (a module call runs them: adding or removing one traces again)."""
+    return _amp_state.active, _grad_state.anomaly, _dev(get_default_device()), _global_module_hooks[0]
 
 
 def dynamic_signature(fn_args, fn_kwargs, tensors):

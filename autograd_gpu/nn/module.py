@@ -12,6 +12,9 @@ from ..tensor import Tensor, parse_to_args
 from .. import dtypes as _dtypes
 from .parameter import Parameter
 from .utils import zero_grads
+from . import hooks as _hooks
+from .hooks import (RemovableHandle, register_module_forward_pre_hook, register_module_forward_hook,  # noqa: F401
+                    register_module_full_backward_hook, register_module_full_backward_pre_hook)
 
 __all__ = ["Module"]
 
@@ -49,9 +52,10 @@ def _move(t, device, dtype):
         t._bump_version()          # graphs that saved the old value must not silently use the new one
 
 
-# bumped whenever Module's own methods change a module's attributes, registries or train/eval flags:
+# bumped whenever Module's own methods change a module's attributes, registries, hooks or train/eval flags:
 # ag.compile's fast path (compile/state.py, Watch) rechecks module attributes through it
 state_version = [0]
+_hooks_active = _hooks.active     # 0 until a hook is first registered: Module.__call__ is then just forward()
 
 
 class Module:
@@ -74,7 +78,70 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if not _hooks_active[0]:                 # no module has hooks and no global hook exists: just forward
+            return self.forward(*args, **kwargs)
+        if "_hooks" not in self.__dict__ and not _hooks.global_key[0]:
+            return self.forward(*args, **kwargs)
+        return _hooks.call_with_hooks(self, args, kwargs)
+
+    # -- hooks ------------------------------------------------------------------------------------
+    def _hook_table(self, kind):
+        h = self.__dict__.get("_hooks")
+        if h is None:
+            h = self.__dict__["_hooks"] = _hooks.ModuleHooks()
+            _hooks_active[0] = 1                 # from now on every call looks for hooks (a copy may have some)
+        return getattr(h, kind)
+
+    def _hooks_changed(self):
+        # the ids of this module's hooks, a tuple of ints among its attributes: ag.compile's signature
+        # holds it, so a hook added or removed traces again (and state_version makes the fast path look)
+        d = self.__dict__
+        h = d.get("_hooks")
+        if h is not None and h.empty():
+            del d["_hooks"]
+            h = None
+        if h is None:
+            d.pop("_hooks_key", None)
+        else:
+            d["_hooks_key"] = h.key()
+        state_version[0] += 1
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Call ``hook(module, args)`` before each forward; a non-None result replaces the positional
+        arguments (a non-tuple is wrapped in one). With ``with_kwargs``, ``hook(module, args, kwargs)``,
+        which may return ``(args, kwargs)``. ``prepend`` runs it before the hooks already there. Returns a
+        handle whose ``.remove()`` takes it out.
+
+        >>> m = ag.nn.Linear(2, 2)
+        >>> h = m.register_forward_pre_hook(lambda mod, args: (args[0] * 0,))
+        >>> float(m(ag.ones(1, 2)).sum()) == float(m.bias.sum())
+        True
+        >>> h.remove()
+        """
+        return _hooks.add_hook(self._hook_table("forward_pre"), hook, with_kwargs, prepend, self._hooks_changed,
+                               "register_forward_pre_hook")
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """Call ``hook(module, args, output)`` after each forward (``hook(module, args, kwargs, output)`` with
+        ``with_kwargs``); a non-None result replaces the output. ``always_call`` runs it (with output None)
+        even when forward raises. Returns a handle with ``.remove()``."""
+        return _hooks.add_hook(self._hook_table("forward"), hook, (with_kwargs, always_call), prepend,
+                               self._hooks_changed, "register_forward_hook")
+
+    def register_full_backward_hook(self, hook, *, prepend=False):
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients of this module's inputs are
+        computed: tuples with one entry per positional argument (None where it is no tensor or needs no
+        gradient) and per output. A non-None result (a tuple of the same length) replaces grad_input.
+        Returns a handle with ``.remove()``."""
+        return _hooks.add_hook(self._hook_table("backward"), hook, None, prepend, self._hooks_changed,
+                               "register_full_backward_hook")
+
+    def register_full_backward_pre_hook(self, hook, *, prepend=False):
+        """Call ``hook(module, grad_output)`` when the gradients of this module's outputs are computed,
+        before those of its inputs; a non-None result (a tuple of the same length) replaces grad_output.
+        Returns a handle with ``.remove()``."""
+        return _hooks.add_hook(self._hook_table("backward_pre"), hook, None, prepend, self._hooks_changed,
+                               "register_full_backward_pre_hook")
 
     # -- registration ---------------------------------------------------------------------------
     def _registries(self, what):
@@ -197,6 +264,25 @@ class Module:
                 raise AttributeError(f"{type(mod).__name__} has no submodule '{part}' (looking up '{target}')")
             mod = sub
         return mod
+
+    def get_parameter(self, target):
+        """The Parameter at dotted path ``target`` ("layer.0.weight")."""
+        path, _, name = target.rpartition(".")
+        mod = self.get_submodule(path)
+        if name not in mod._parameters:
+            raise AttributeError(f"{type(mod).__name__} has no parameter `{name}` (looking up '{target}')")
+        p = mod._parameters[name]
+        if not isinstance(p, Parameter):
+            raise AttributeError(f"`{name}` is not an nn.Parameter (looking up '{target}')")
+        return p
+
+    def get_buffer(self, target):
+        """The buffer at dotted path ``target`` ("bn.running_mean")."""
+        path, _, name = target.rpartition(".")
+        mod = self.get_submodule(path)
+        if name not in mod._buffers:
+            raise AttributeError(f"{type(mod).__name__} has no buffer `{name}` (looking up '{target}')")
+        return mod._buffers[name]
 
     # -- iteration ----------------------------------------------------------------------------
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):

@@ -2,6 +2,7 @@
 from collections import OrderedDict
 
 from ..module import Module
+from ..hooks import global_key as _global_hooks
 from .linear import Linear
 from .activation import ReLU
 from .. import functional as F
@@ -96,16 +97,21 @@ class Sequential(_ListLike):
 
     def forward(self, x):
         """Feed ``x`` through each module in order."""
+        if _global_hooks[0]:        # global module hooks: each child through its __call__, so they run
+            for m in self._modules.values():
+                x = m(x)
+            return x
         lin = None                  # a Linear waiting to see whether a ReLU follows
         for m in self._modules.values():
             if lin is not None:
-                if m.__class__ is ReLU and "forward" not in m.__dict__ and not _function._vmap:
+                if m.__class__ is ReLU and "forward" not in (d := m.__dict__) and "_hooks" not in d and \
+                        not _function._vmap:
                     # Linear then ReLU as one node (_linear_relu, as the transformer layers use): the
                     # same values and gradients, with one op call, one graph node and one array fewer
                     x, lin = _linear_relu(x, lin.weight, lin.bias), None
                     continue
                 x, lin = F.linear(x, lin.weight, lin.bias), None     # (what lin(x) does)
-            if m.__class__ is Linear and "forward" not in m.__dict__:
+            if m.__class__ is Linear and "forward" not in (d := m.__dict__) and "_hooks" not in d:   # (no hooks)
                 lin = m
                 continue
             x = m(x)
