@@ -1,7 +1,9 @@
 """Factories: tensor, zeros, ones, full, empty, arange, linspace, eye, rand, randn, randint, *_like."""
+from collections.abc import Sequence
+from typing import Any, SupportsIndex
 
 from .tensor import Tensor, _to_array
-from .device import device as _parse_device, get_default_device
+from .device import Device, device as _parse_device, get_default_device
 from . import dtypes as _dt
 from .backends import manual_seed as _manual_seed
 
@@ -10,7 +12,8 @@ __all__ = ["tensor", "as_tensor", "zeros", "ones", "full", "empty", "arange", "l
            "randn_like", "manual_seed", "from_numpy", "from_dlpack"]
 
 
-def tensor(data, *, dtype=None, device=None, requires_grad=False):
+def tensor(data: object, *, dtype: Any = None, device: Device | str | None = None,
+           requires_grad: bool = False) -> Tensor:
     """A new tensor (always a copy) from a number, nested list, NumPy/CuPy array or Tensor.
     Python floats become the default float dtype; arrays keep theirs.
 
@@ -23,7 +26,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     return Tensor(data, requires_grad=requires_grad, device=device, dtype=dtype)
 
 
-def as_tensor(data, dtype=None, device=None):
+def as_tensor(data: object, dtype: Any = None, device: Device | str | None = None) -> Tensor:
     """Like tensor(), but shares memory with ``data`` when no copy is needed."""
     if isinstance(data, Tensor) and (dtype is None or _dt._dtype(dtype) == data.dtype) and (
             device is None or _parse_device(device) is data.device):
@@ -32,12 +35,12 @@ def as_tensor(data, dtype=None, device=None):
     return Tensor._make(arr, dev)
 
 
-def from_numpy(a):
+def from_numpy(a: Any) -> Tensor:
     """A CPU tensor sharing memory with NumPy array ``a``."""
     return as_tensor(a, device="cpu")
 
 
-def from_dlpack(obj, device=None):
+def from_dlpack(obj: Any, device: Device | str | None = None) -> Tensor:
     """Zero-copy import of anything with ``__dlpack__`` (a CuPy array, a torch tensor, ...)."""
     if not hasattr(obj, "__dlpack__") or not hasattr(obj, "__dlpack_device__"):
         raise TypeError(f"from_dlpack: expected an object with __dlpack__, got {type(obj).__name__}")
@@ -86,7 +89,8 @@ def _out(arr, dev, requires_grad):
     return t.requires_grad_(True) if requires_grad else t
 
 
-def zeros(*shape, dtype=None, device=None, requires_grad=False):
+def zeros(*shape: SupportsIndex | Sequence[SupportsIndex], dtype: Any = None, device: Device | str | None = None,
+          requires_grad: bool = False) -> Tensor:
     """A tensor of zeros of ``shape`` (ints, or one tuple), in the default float dtype unless ``dtype`` is given.
 
     >>> ag.zeros(2, 3)
@@ -99,7 +103,8 @@ def zeros(*shape, dtype=None, device=None, requires_grad=False):
     return _out(b.call(b.xp.zeros, shape, dtype=dt), dev, requires_grad)
 
 
-def ones(*shape, dtype=None, device=None, requires_grad=False):
+def ones(*shape: SupportsIndex | Sequence[SupportsIndex], dtype: Any = None, device: Device | str | None = None,
+         requires_grad: bool = False) -> Tensor:
     """A tensor of ones of ``shape`` (ints, or one tuple), in the default float dtype unless ``dtype`` is given.
 
     >>> b = ag.ones(3, requires_grad=True)
@@ -112,7 +117,8 @@ def ones(*shape, dtype=None, device=None, requires_grad=False):
     return _out(b.call(b.xp.ones, shape, dtype=dt), dev, requires_grad)
 
 
-def empty(*shape, dtype=None, device=None, requires_grad=False):
+def empty(*shape: SupportsIndex | Sequence[SupportsIndex], dtype: Any = None, device: Device | str | None = None,
+          requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor of ``shape``: its values are whatever the memory held (fill it before reading).
 
     >>> ag.empty(2, 4).shape
@@ -122,7 +128,8 @@ def empty(*shape, dtype=None, device=None, requires_grad=False):
     return _out(b.call(b.xp.empty, shape, dtype=dt), dev, requires_grad)
 
 
-def full(shape, fill_value, *, dtype=None, device=None, requires_grad=False):
+def full(shape: int | Sequence[SupportsIndex], fill_value, *, dtype: Any = None,
+         device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
     """A tensor of ``shape`` filled with ``fill_value`` (its dtype follows the value unless given).
 
     >>> ag.full((2,), 7)
@@ -139,7 +146,8 @@ def full(shape, fill_value, *, dtype=None, device=None, requires_grad=False):
     return _out(b.call(b.xp.full, shape, fill_value, dtype=dt), dev, requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+def arange(start: float, end: float | None = None, step: float = 1, *, dtype: Any = None,
+           device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
     """Values from start (0 if only one bound is given) up to but excluding end, step apart; int64
     when all bounds are ints, else the default float dtype.
 
@@ -160,7 +168,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     return _out(b.call(b.xp.arange, start, end, step, dtype=dt), dev, requires_grad)
 
 
-def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Device | str | None = None,
+             requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from start to end, both included.
 
     >>> ag.linspace(0, 1, 5)
@@ -172,7 +181,8 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     return _out(b.call(b.xp.linspace, start, end, steps, dtype=dt), dev, requires_grad)
 
 
-def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Device | str | None = None,
+        requires_grad: bool = False) -> Tensor:
     """The ``n`` x ``m`` identity matrix (square when ``m`` is None): ones on the diagonal, zeros elsewhere.
 
     >>> ag.eye(2)
@@ -191,7 +201,8 @@ def _complex_samples(draw, shape, dt, b, scale):
     return b.call(lambda: (parts[..., 0] * scale + parts[..., 1] * (scale * 1j)).astype(dt))
 
 
-def rand(*shape, dtype=None, device=None, requires_grad=False):
+def rand(*shape: SupportsIndex | Sequence[SupportsIndex], dtype: Any = None, device: Device | str | None = None,
+         requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1) (for a complex dtype: real and imaginary parts each, as in PyTorch)."""
     shape, dt, dev, b = _setup(shape, dtype, device, "rand")
     if dt.kind == "c":
@@ -199,7 +210,8 @@ def rand(*shape, dtype=None, device=None, requires_grad=False):
     return _out(b.rand(shape, _float_dtype(dt, "rand")), dev, requires_grad)
 
 
-def randn(*shape, dtype=None, device=None, requires_grad=False):
+def randn(*shape: SupportsIndex | Sequence[SupportsIndex], dtype: Any = None, device: Device | str | None = None,
+          requires_grad: bool = False) -> Tensor:
     """Standard normal samples (for a complex dtype: E|z|^2 = 1, each part of variance 1/2, as in PyTorch).
 
     >>> _ = ag.manual_seed(0)
@@ -213,7 +225,8 @@ def randn(*shape, dtype=None, device=None, requires_grad=False):
     return _out(b.randn(shape, _float_dtype(dt, "randn")), dev, requires_grad)
 
 
-def randint(low, high=None, size=(), *, dtype=None, device=None):
+def randint(low: int, high: int | None = None, size: int | Sequence[SupportsIndex] = (), *,
+            dtype: Any = None, device: Device | str | None = None) -> Tensor:
     """Integers drawn uniformly from [low, high) (from [0, low) when high is omitted); int64."""
     if high is None:
         low, high = 0, low
@@ -229,7 +242,8 @@ def _like(x, dtype, device, op):
     return x.shape, (dtype if dtype is not None else x.dtype), (device if device is not None else x.device)
 
 
-def zeros_like(x, *, dtype=None, device=None, requires_grad=False):
+def zeros_like(x: Tensor, *, dtype: Any = None, device: Device | str | None = None,
+               requires_grad: bool = False) -> Tensor:
     """Zeros with ``x``'s shape, dtype and device (each overridable); never part of ``x``'s graph.
 
     >>> ag.zeros_like(ag.tensor([[1, 2], [3, 4]]))
@@ -240,7 +254,8 @@ def zeros_like(x, *, dtype=None, device=None, requires_grad=False):
     return zeros(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
-def ones_like(x, *, dtype=None, device=None, requires_grad=False):
+def ones_like(x: Tensor, *, dtype: Any = None, device: Device | str | None = None,
+              requires_grad: bool = False) -> Tensor:
     """Ones with ``x``'s shape, dtype and device (each overridable).
 
     >>> ag.ones_like(ag.tensor([0.5, 2.0]))
@@ -250,13 +265,15 @@ def ones_like(x, *, dtype=None, device=None, requires_grad=False):
     return ones(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
-def empty_like(x, *, dtype=None, device=None, requires_grad=False):
+def empty_like(x: Tensor, *, dtype: Any = None, device: Device | str | None = None,
+               requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor with ``x``'s shape, dtype and device (each overridable)."""
     s, d, v = _like(x, dtype, device, "empty_like")
     return empty(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
-def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False):
+def full_like(x: Tensor, fill_value, *, dtype: Any = None, device: Device | str | None = None,
+              requires_grad: bool = False) -> Tensor:
     """``fill_value`` everywhere, with ``x``'s shape, dtype and device (each overridable).
 
     >>> ag.full_like(ag.zeros(2), 7.5)
@@ -266,19 +283,21 @@ def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False):
     return full(s, fill_value, dtype=d, device=v, requires_grad=requires_grad)
 
 
-def rand_like(x, *, dtype=None, device=None, requires_grad=False):
+def rand_like(x: Tensor, *, dtype: Any = None, device: Device | str | None = None,
+              requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1) with ``x``'s shape, dtype and device (each overridable); as ``rand``."""
     s, d, v = _like(x, dtype, device, "rand_like")
     return rand(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
-def randn_like(x, *, dtype=None, device=None, requires_grad=False):
+def randn_like(x: Tensor, *, dtype: Any = None, device: Device | str | None = None,
+               requires_grad: bool = False) -> Tensor:
     """Standard normal samples with ``x``'s shape, dtype and device (each overridable); as ``randn``."""
     s, d, v = _like(x, dtype, device, "randn_like")
     return randn(s, dtype=d, device=v, requires_grad=requires_grad)
 
 
-def manual_seed(seed):
+def manual_seed(seed: int) -> None:
     """Seed the random generators of every backend (CPU and each GPU) for reproducible results."""
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"manual_seed: expected a non-negative int, got {seed!r}")
