@@ -60,7 +60,10 @@ def mv(input, vec):
 def _scaled_sum(op, input, product, beta, alpha):
     """beta * input + alpha * product; beta == 0 ignores input (NaN and inf in it do not propagate)."""
     out = product if alpha == 1 else product * alpha
-    shape = broadcast_shapes(input.shape, out.shape, op=op)
+    try:
+        shape = broadcast_shapes(input.shape, out.shape, op=op)
+    except ValueError:
+        shape = None
     if shape != out.shape:
         raise RuntimeError(f"{op}: input of shape {input.shape} does not broadcast to the product's shape "
                            f"{out.shape}")
@@ -184,7 +187,12 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         return amax(abs(d), -1)
     if p == 1:
         return sum(abs(d), -1)
-    s = sum(d * d, -1) if p == 2 else sum(abs(d) ** p, -1)
+    if p == 2:
+        s = sum(d * d, -1)
+    else:                                                    # |d| ** p with gradient 0 where d is 0 (p < 1 too)
+        ad = abs(d)
+        nz = ad > 0
+        s = sum(where(nz, where(nz, ad, 1.0) ** p, 0.0), -1)
     pos = s > 0
     safe = where(pos, s, 1.0)                                # no inf * 0 in the gradient at zero distances
     return where(pos, sqrt(safe) if p == 2 else safe ** (1.0 / p), 0.0)

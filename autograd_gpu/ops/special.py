@@ -387,15 +387,36 @@ def logit(input, eps=None):
     return log(p) - log1p(-p)
 
 
+class Xlogy(Function):
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def forward(ctx, x, y):
+        xp = ctx.xp
+        ctx.save_for_backward(x, y)
+        a, b = x.data, y.data
+        zero = (a == 0) & ~xp.isnan(b)
+        return ctx.wrap(xp.where(zero, xp.zeros((), a.dtype), a * xp.log(xp.where(zero, xp.ones((), b.dtype), b))))
+
+    @staticmethod
+    def backward(ctx, grad):
+        # PyTorch's: d/dx = log(y), but 0 where x == 0 and y <= 0; d/dy = x / y
+        x, y = ctx.saved_tensors
+        return _grads(ctx, lambda: _xlogy_dx(grad, x, y), lambda: grad * x / y)
+
+
+def _xlogy_dx(grad, x, y):
+    off = logical_and(equal(x, 0), y <= 0)
+    return where(off, 0.0, grad * log(where(off, 1.0, y)))
+
+
 @register(method=True, tests=(
     OpTest((((2, 3), (2, 3)), ((3,), (2, 3))), ref=lambda np, x, y: x * np.log(y), domain=(0.2, 3.0)),
     OpTest((((2, 3), (2, 3)),), op=lambda x, y: xlogy(x * (x > 1.0), y), name="xlogy_zero", domain=(0.2, 3.0),
            avoid=(1.0,), ref=lambda np, x, y: np.where(x > 1, x * np.log(y), 0).astype(x.dtype))))
 def xlogy(input, other):
-    """input * log(other), 0 where input is 0 (unless other is NaN), elementwise."""
-    x, y = _pair(input, other, "xlogy", floating=True)
-    zero = logical_and(equal(x, 0), ~isnan(y))
-    return where(zero, 0.0, x * log(where(zero, 1.0, y)))
+    """input * log(other), 0 where input is 0 (unless other is NaN), elementwise; PyTorch's gradients."""
+    return Xlogy.apply(*_pair(input, other, "xlogy", floating=True))
 
 
 @register(method=True, tests=OpTest(BINARY, ref="np.copysign", avoid=(0.0,)))
@@ -419,5 +440,6 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     big = _BF16_MAX if x.dtype is bfloat16 else float(x.device.backend.xp.finfo(x.dtype).max)
     pos = big if posinf is None else posinf
     neg = -big if neginf is None else neginf
-    fill = where(isnan(x), nan, where(x > 0, pos, neg)).to(dtype=x.dtype)
-    return where(isfinite(x), x, fill.detach())
+    c = [Tensor._make(x.device.backend.xp.asarray(v, dtype=x.dtype), x.device) for v in (nan, pos, neg)]
+    fill = where(isnan(x), c[0], where(x > 0, c[1], c[2]))     # constants of x's dtype (float64's max is no float32)
+    return where(isfinite(x), x, fill)
