@@ -7,7 +7,10 @@ forward is a plain attribute lookup; ``__setattr__``/``__delattr__`` keep the tw
 """
 import copy as _copy
 from collections import OrderedDict, namedtuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
+from ..device import Device
 from ..tensor import Tensor, parse_to_args
 from .. import dtypes as _dtypes
 from .parameter import Parameter
@@ -19,6 +22,7 @@ from .hooks import (RemovableHandle, register_module_forward_pre_hook, register_
 __all__ = ["Module"]
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])   # load_state_dict's result
+_M = TypeVar("_M", bound="Module")      # the methods that return self return the caller's own class
 
 
 def _addindent(text, n):
@@ -71,13 +75,13 @@ class Module:
         d["_non_persistent_buffers"] = set()
         d["_modules"] = OrderedDict()
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The computation the module performs; every layer defines it. Call the module (``m(x)``),
         not ``forward``, so forward hooks run.
         """
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not _hooks_active[0]:                 # no module has hooks and no global hook exists: just forward
             return self.forward(*args, **kwargs)
         if "_hooks" not in self.__dict__ and not _hooks.global_key[0]:
@@ -285,7 +289,8 @@ class Module:
         return mod._buffers[name]
 
     # -- iteration ----------------------------------------------------------------------------
-    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+    def named_modules(self, memo: set[int] | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
         """(dotted name, module) for this module and every descendant, each module once."""
         if memo is None:
             memo = set()
@@ -298,12 +303,12 @@ class Module:
             if m is not None:
                 yield from m.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
 
-    def modules(self):
+    def modules(self) -> Iterator["Module"]:
         """Every module in the tree, this one first (depth-first; each module once)."""
         for _, m in self.named_modules():
             yield m
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
         """``(name, module)`` for each direct submodule, in registration order."""
         seen = set()
         for name, m in self._modules.items():
@@ -311,7 +316,7 @@ class Module:
                 seen.add(id(m))
                 yield name, m
 
-    def children(self):
+    def children(self) -> Iterator["Module"]:
         """The direct submodules, in registration order."""
         for _, m in self.named_children():
             yield m
@@ -326,11 +331,12 @@ class Module:
                 seen.add(id(t))
                 yield mprefix + ("." if mprefix else "") + name, t
 
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         """(dotted name, Parameter) pairs; a parameter shared by two modules appears once."""
         return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
-    def parameters(self, recurse=True):
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         """The parameters of this module (and its submodules when ``recurse``), each once; what an
         optimizer takes.
 
@@ -341,17 +347,18 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
         """``(dotted name, tensor)`` for each registered buffer (running statistics and the like)."""
         return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
-    def buffers(self, recurse=True):
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         """The registered buffers (tensors saved in the state dict but not trained)."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     # -- modes and gradients --------------------------------------------------------------------
-    def train(self, mode=True):
+    def train(self: _M, mode: bool = True) -> _M:
         """Set training mode (Dropout active, BatchNorm on batch statistics) here and in every child."""
         if not isinstance(mode, bool):
             raise ValueError(f"train: mode should be a bool, got {type(mode).__name__}")
@@ -360,17 +367,17 @@ class Module:
         state_version[0] += 1
         return self
 
-    def eval(self):
+    def eval(self: _M) -> _M:
         """Evaluation mode: the same as train(False)."""
         return self.train(False)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self: _M, requires_grad: bool = True) -> _M:
         """Set ``requires_grad`` on every parameter (freeze with False); returns the module."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: to None (default) or to zeros in place."""
         zero_grads(self._parameter_list(), set_to_none)
 
@@ -388,7 +395,7 @@ class Module:
             stack.extend(reversed(m._modules.values()))
         return [p for p in params if p is not None]
 
-    def apply(self, fn):
+    def apply(self: _M, fn: Callable[["Module"], object]) -> _M:
         """Call ``fn(module)`` on every child (recursively) and then on this module; returns self."""
         for m in self.children():
             m.apply(fn)
@@ -396,7 +403,7 @@ class Module:
         return self
 
     # -- devices and dtypes ---------------------------------------------------------------------
-    def to(self, *args, **kwargs):
+    def to(self: _M, *args: Any, **kwargs: Any) -> _M:
         """Move/cast parameters, their gradients and buffers in place: ``m.to("cuda")``,
         ``m.to(ag.float64)``; only floating-point tensors change dtype. Returns self."""
         device, dtype = _parse_to_args(args, dict(kwargs))
@@ -411,23 +418,23 @@ class Module:
                     _move(t.grad, device, dtype)
         return self
 
-    def cuda(self, device=None):
+    def cuda(self: _M, device: "int | str | Device | None" = None) -> _M:
         """Move every parameter and buffer to a GPU (the current one, or ``device``); returns the module."""
         return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))
 
-    def cpu(self):
+    def cpu(self: _M) -> _M:
         """Move every parameter and buffer to the CPU; returns the module."""
         return self.to("cpu")
 
-    def float(self):
+    def float(self: _M) -> _M:
         """Cast floating-point parameters and buffers to float32; returns the module."""
         return self.to(_dtypes.float32)
 
-    def double(self):
+    def double(self: _M) -> _M:
         """Cast floating-point parameters and buffers to float64; returns the module."""
         return self.to(_dtypes.float64)
 
-    def half(self):
+    def half(self: _M) -> _M:
         """Cast floating-point parameters and buffers to float16; returns the module."""
         return self.to(_dtypes.float16)
 
@@ -441,7 +448,7 @@ class Module:
             if b is not None and name not in self._non_persistent_buffers:
                 yield name, b
 
-    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+    def state_dict(self, *, destination: Any = None, prefix: str = "", keep_vars: bool = False) -> dict[str, Tensor]:
         """An OrderedDict of dotted name -> tensor for every parameter and persistent buffer (detached,
         sharing memory with the module unless ``keep_vars``)."""
         out = OrderedDict() if destination is None else destination
@@ -450,7 +457,8 @@ class Module:
                 out[mprefix + ("." if mprefix else "") + name] = t if keep_vars else t.detach()
         return out
 
-    def load_state_dict(self, state_dict, strict=True, assign=False):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> IncompatibleKeys:
         """Copy tensors from ``state_dict`` into this module's parameters and buffers, in place (cast to
         each one's dtype and device). With ``strict`` a missing or unexpected key raises; a shape
         mismatch always raises. Returns (missing_keys, unexpected_keys)."""
@@ -492,7 +500,7 @@ class Module:
             new.__dict__[k] = _copy.deepcopy(v, memo)
         return new
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         """The text inside this module's parentheses in repr(); layers override it."""
         return ""
 
