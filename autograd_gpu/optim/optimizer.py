@@ -5,6 +5,8 @@ buffers, with the parameter's array namespace): nothing is recorded in the graph
 parameter's version counter is bumped once per step so that stale saved values are detected.
 """
 from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..autograd.grad_mode import enable_grad
 from ..tensor import Tensor
@@ -71,17 +73,17 @@ _Range = (tuple[str, str] | tuple[str, str, float] | tuple[str, str, float, floa
 class Optimizer:
     """Base class: holds ``param_groups`` (dicts of "params" plus options) and ``state`` (per parameter)."""
 
-    def __init__(self, params, defaults):
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], defaults: dict[str, Any]) -> None:
         self.defaults = defaults
-        self.state = defaultdict(dict)
-        self.param_groups = []
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             f"but got {type(params).__name__}; pass [tensor] or model.parameters()")
         if isinstance(params, set):
             raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
                             "of tensors in sets will change between runs; use a list instead")
-        groups = list(params)
+        groups: list[Any] = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
         if not isinstance(groups[0], dict):
@@ -89,7 +91,7 @@ class Optimizer:
         for g in groups:
             self.add_param_group(g)
 
-    def add_param_group(self, param_group):
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group of parameters with its own options (missing options take the defaults)."""
         if not isinstance(param_group, dict):
             raise TypeError(f"add_param_group: expected a dict, got {type(param_group).__name__}")
@@ -125,12 +127,12 @@ class Optimizer:
                 raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all optimized parameters: to None (default) or to zeros in place."""
         from ..nn.utils import zero_grads
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter that has a gradient; ``closure`` re-evaluates and returns the loss."""
         loss = None
         if closure is not None:
@@ -215,10 +217,11 @@ class Optimizer:
         return Tensor._make(xp.full(p.data.shape, fill, dtype=p.data.dtype), p.device)
 
     # -- saving and loading ---------------------------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """{"state": {index: {name: value}}, "param_groups": [{options..., "params": [index, ...]}]}, with
         parameters numbered in group order as in PyTorch; state tensors are copies (a snapshot)."""
-        index, groups = {}, []
+        index: dict[int, int] = {}           # id(parameter) -> its number
+        groups: list[dict[str, Any]] = []
         for g in self.param_groups:
             for p in g["params"]:
                 index.setdefault(id(p), len(index))
@@ -234,7 +237,7 @@ class Optimizer:
                                            for k, v in s.items()}
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore options and state saved by state_dict(); the groups must match in number and size."""
         if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
             raise TypeError("load_state_dict: expected a dict with 'state' and 'param_groups' (from "
@@ -259,7 +262,7 @@ class Optimizer:
             new["params"] = g["params"]
             self._check_group(new)
             new_groups.append(new)
-        state = defaultdict(dict)
+        state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         for k, st in state_dict["state"].items():
             p = id_map.get(int(k))
             if p is None:
