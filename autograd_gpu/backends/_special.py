@@ -58,14 +58,14 @@ def _call(name, port, x, *args):
 
 # --------------------------------------------------------------------------- erfc
 def _erfc_port(x):
-    # 1 - erf(x) loses every digit once erf(x) rounds to 1 (x > ~6); there, the continued fraction of
-    # erfc (Lentz's method would be more; 40 terms converge for x >= 3) keeps the relative precision
+    # 1 - erf(x) loses every digit once erf(x) rounds to 1 (x > ~6); from x >= 3 on, the continued
+    # fraction of erfc (60 terms, evaluated from the tail) keeps the relative precision
     out = 1.0 - _erf_port(x)
     big = x >= 3.0
     if big.any():
         z = x[big]
         f = np.zeros_like(z)
-        for k in range(60, 0, -1):             # erfc(z) = exp(-z^2)/sqrt(pi) / (z + (1/2)/(z + 1/(z + (3/2)/(z + ...))))
+        for k in range(60, 0, -1):     # erfc(z) = exp(-z^2)/sqrt(pi) / (z + (1/2)/(z + 1/(z + (3/2)/(z + ...))))
             f = (k / 2.0) / (z + f)
         out[big] = np.exp(-z * z) / math.sqrt(math.pi) / (z + f)
     return out

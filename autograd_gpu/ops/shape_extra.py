@@ -217,7 +217,7 @@ def hstack(tensors):
     return concatenate(xs, 0 if xs[0].ndim == 1 else 1)
 
 
-@register(tests=OpTest((((3,), (3,)), ((2, 3), (1, 3))), op=lambda a, b: vstack([a, b]),
+@register(aliases=("row_stack",), tests=OpTest((((3,), (3,)), ((2, 3), (1, 3))), op=lambda a, b: vstack([a, b]),
                        ref=lambda np, a, b: np.vstack([a, b])))
 def vstack(tensors):
     """Concatenate along dim 0, after atleast_2d (1-D tensors become rows); alias row_stack."""

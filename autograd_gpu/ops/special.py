@@ -159,7 +159,7 @@ lgamma = register(method=True, tests=(
     OpTest(UNARY, ref="refs.lgamma", **_POS),
     OpTest((((2, 3),),), ref="refs.lgamma", domain=(-2.9, -0.1), avoid=(-2.0, -1.0), name="lgamma_negative")))(
     _public(Lgamma, "lgamma", "log |Gamma(x)|, elementwise (+inf at the poles 0, -1, -2, ...)."))
-digamma = register(method=True, aliases=("special_digamma",), tests=OpTest(UNARY, ref="refs.digamma", **_POS))(
+digamma = register(method=True, tests=OpTest(UNARY, ref="refs.digamma", **_POS))(
     _public(Digamma, "digamma", "The digamma function d/dx lgamma(x), elementwise (-inf at 0, NaN at -1, -2, ...)."))
 
 

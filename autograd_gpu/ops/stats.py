@@ -141,7 +141,8 @@ def _renorm_ref(np, a, p, dim, maxnorm):
 
 
 @register(method=True, tests=(
-    OpTest((((3, 4),), ((2, 3, 2),)), op=lambda x: renorm(x, 2, 0, 1.0), ref=lambda np, a: _renorm_ref(np, a, 2, 0, 1.0)),
+    OpTest((((3, 4),), ((2, 3, 2),)), op=lambda x: renorm(x, 2, 0, 1.0),
+           ref=lambda np, a: _renorm_ref(np, a, 2, 0, 1.0)),
     OpTest((((4, 3),),), op=lambda x: x.renorm(1, 1, 2.5), ref=lambda np, a: _renorm_ref(np, a, 1, 1, 2.5),
            name="renorm_p1")))
 def renorm(input, p, dim, maxnorm):
@@ -172,9 +173,11 @@ def _cov_ref(np, a, correction=1):
 
 @register(method=True, tests=(
     OpTest((((3, 5),), ((6,),)), ref=_cov_ref),
-    OpTest((((2, 6),),), op=lambda x: cov(x, correction=0), ref=lambda np, a: _cov_ref(np, a, 0), name="cov_correction0"),
+    OpTest((((2, 6),),), op=lambda x: cov(x, correction=0), ref=lambda np, a: _cov_ref(np, a, 0),
+           name="cov_correction0"),
     OpTest((((2, 4), (4,)),), op=lambda x, w: cov(x, aweights=w, fweights=_fweights_sample(w)), name="cov_weights",
-           domain=(0.5, 2.0), ref=lambda np, a, w: np.cov(a, aweights=w, fweights=np.array([1, 2, 3, 1])).astype(a.dtype))))
+           domain=(0.5, 2.0),
+           ref=lambda np, a, w: np.cov(a, aweights=w, fweights=np.array([1, 2, 3, 1])).astype(a.dtype))))
 def cov(input, *, correction=1, fweights=None, aweights=None):
     """Covariance matrix of the variables in the rows of ``input`` (observations in columns; a 1-D input
     is one variable: a 0-d result), dividing by N - correction; ``fweights`` (integer repeat counts) and
