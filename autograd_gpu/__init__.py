@@ -28,10 +28,7 @@ __version__ = "0.2.0"
 import typing as _typing
 if _typing.TYPE_CHECKING:
     # ag.exp, ag.sum, ... are put here at import by the registry (export above), which a type checker cannot
-    # run: to it each is an op function. Only the checker sees this; at run time a missing name is an AttributeError.
-    from typing import Any, Protocol
+    # run: to it each is Any. Only the checker sees this; at run time a missing name is an AttributeError.
+    from typing import Any
 
-    class _Op(Protocol):
-        def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
-
-    def __getattr__(name: str) -> _Op: ...
+    def __getattr__(name: str) -> Any: ...

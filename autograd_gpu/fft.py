@@ -10,10 +10,7 @@ __all__ = _registry.export("fft", globals())
 
 if _typing.TYPE_CHECKING:
     # The names are made at import by export() from the registry, which a type checker cannot run:
-    # to it each is an op function. Only the checker sees this; at run time a missing name is an AttributeError.
-    from typing import Any, Protocol
+    # to it each is Any. Only the checker sees this; at run time a missing name is an AttributeError.
+    from typing import Any
 
-    class _Op(Protocol):
-        def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
-
-    def __getattr__(name: str) -> _Op: ...
+    def __getattr__(name: str) -> Any: ...
