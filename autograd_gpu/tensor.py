@@ -4,8 +4,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from .autograd import function as _function
-from .autograd.grad_mode import state as _grad_state, inference_threads as _inference, \
-    mark_inference as _mark_inference
+from .autograd.grad_mode import state as _grad_state, mark_while_inference as _mark_while_inference
 from .backends import backend_of_array, SCALAR_TYPES, as_ndarray
 from .device import Device, device as _parse_device, get_default_device
 from . import dtypes as _dtypes
@@ -138,8 +137,6 @@ class Tensor:
         t.device = dev
         t.requires_grad = False
         t.grad_fn = None
-        if _inference[0]:                  # some thread is inside inference_mode(): maybe an inference tensor
-            _mark_inference(t)
         return t
 
     def version_counter(self):
@@ -595,4 +592,5 @@ def _nested_to_host(x):
 
 
 _function.Tensor = Tensor
+_mark_while_inference(Tensor, "_make")     # tensors made inside inference_mode() are inference tensors
 from .autograd import engine as _engine  # noqa: E402

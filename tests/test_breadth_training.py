@@ -660,3 +660,27 @@ def test_inference_mode_raises_where_torch_raises():
         if lib == "ag":
             ours = raised
     assert ours == raised == [True, False, True, False]
+
+
+def test_inference_mode_is_per_thread_and_restored_after_an_error():
+    import threading
+    w = ag.ones(2, requires_grad=True)
+    made, go, done = {}, threading.Event(), threading.Event()
+
+    def other():
+        go.wait()
+        made["t"] = ag.ones(2) * 3                        # made while the main thread is inside
+        done.set()
+
+    th = threading.Thread(target=other)
+    th.start()
+    with ag.inference_mode():
+        go.set()
+        done.wait(10)
+    th.join()
+    (made["t"] * w).sum().backward()                     # a normal tensor: it was made in another thread
+    with pytest.raises(ZeroDivisionError):
+        with ag.inference_mode():
+            1 / 0
+    assert not ag.is_inference_mode_enabled() and ag.is_grad_enabled()
+    (ag.ones(2) * w).sum().backward()

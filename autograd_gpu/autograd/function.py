@@ -11,7 +11,7 @@ import itertools
 import traceback
 from typing import Any, Callable, Optional
 
-from .grad_mode import state, inference_threads as _inference, mark_inference as _mark_inference
+from .grad_mode import state, mark_while_inference
 from ..device import get_default_device
 from ..backends import SCALAR_TYPES, as_ndarray
 
@@ -120,8 +120,6 @@ class Function:
         t.device = self.device
         t.requires_grad = False
         t.grad_fn = None
-        if _inference[0]:                  # some thread is inside inference_mode(): maybe an inference tensor
-            _mark_inference(t)
         if base is not None:
             t._version = counter = base.version_counter()
             t._base = base if base._base is None else base._base
@@ -413,3 +411,6 @@ class Function:
                 versions[i] = t._version[0]
         self._saved = saved
         self._saved_versions = versions
+
+
+mark_while_inference(Function, "wrap")      # what ops make inside inference_mode() are inference tensors

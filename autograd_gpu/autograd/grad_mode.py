@@ -15,9 +15,37 @@ class _State(threading.local):
 
 state = _State()
 
-# how many threads are inside inference_mode() now: tensor creation reads this plain list first (a
-# global and an index, cheaper than the thread-local flag), so outside inference mode it costs ~nothing
+# how many threads are inside inference_mode() now. While one is, the functions that make tensors
+# (Function.wrap, Tensor._make: registered by mark_while_inference) are replaced by versions that mark
+# what they make in such a thread; outside inference mode tensor creation runs unchanged, at no cost.
 inference_threads = [0]
+_patches = []                 # (owner class, attribute name, original, marking version)
+_patch_lock = threading.Lock()
+
+
+def mark_while_inference(owner, name):
+    """Register ``owner.name`` (a function or staticmethod returning a new Tensor) as a maker of
+    tensors: while some thread is inside inference_mode() it is swapped for a version that marks what
+    it returns in such a thread as an inference tensor."""
+    orig = owner.__dict__[name]
+    fn = orig.__func__ if isinstance(orig, staticmethod) else orig
+
+    @functools.wraps(fn)
+    def marking(*args, **kwargs):
+        t = fn(*args, **kwargs)
+        if state.inference and t._version is None:   # (a view of a normal tensor shares its counter: normal)
+            t._version = INFERENCE_VERSION
+        return t
+    _patches.append((owner, name, orig, staticmethod(marking) if isinstance(orig, staticmethod) else marking))
+
+
+def _threads_inside(delta):
+    with _patch_lock:
+        before = inference_threads[0]
+        inference_threads[0] = after = before + delta
+        if (before == 0) != (after == 0):
+            for owner, name, orig, marking in _patches:
+                setattr(owner, name, marking if after else orig)
 
 
 class _InferenceVersion:
@@ -70,14 +98,6 @@ def _inplace_error():
 
 
 INFERENCE_VERSION = _InferenceVersion()
-
-
-def mark_inference(t):
-    """Make ``t`` an inference tensor when this thread is inside ``inference_mode()`` (called where
-    tensors are made, after ``inference_threads[0]`` said some thread is)."""
-    if state.inference and t._version is None:
-        t._version = INFERENCE_VERSION
-    return t
 
 
 def is_inference_mode_enabled():
@@ -230,10 +250,10 @@ class inference_mode:
         if self.mode:
             state.enabled = False
             if not state.inference:
-                inference_threads[0] += 1
+                _threads_inside(1)
             state.inference = True
         elif state.inference:
-            inference_threads[0] -= 1
+            _threads_inside(-1)
             state.inference = False
 
     def __exit__(self, *exc):
@@ -243,7 +263,7 @@ class inference_mode:
         if not stack:
             del self._stacks[tid]
         if inference != state.inference:
-            inference_threads[0] += 1 if inference else -1
+            _threads_inside(1 if inference else -1)
         state.enabled, state.inference = enabled, inference
         return False
 
