@@ -1,4 +1,4 @@
-"""Fused kernels: layer norm forward and backward. See backends/kernels/__init__.py for the contract.
+"""Fused kernels: layer norm and RMS norm, forward and backward. See backends/kernels/__init__.py for the contract.
 
 Both take the input as (rows, n), n the normalised size, and weight/bias as (n,) arrays or None.
 ``layer_norm`` returns (y, saved), ``layer_norm_backward`` takes saved back: what each backend keeps differs
@@ -7,7 +7,9 @@ from which its kernels recompute both for free).
 
 Launches on CUDA: forward 3 (a row sum, a centred sum of squares, one normalise-scale-shift kernel)
 [13 as BLAS row sums and in-place passes]; backward 5 (the weight and bias column sums, two row sums, one
-kernel for the input's gradient) [15].
+kernel for the input's gradient) [15]. RMS norm (x / sqrt(mean(x^2) + eps) * w; saved as layer norm's):
+forward 2 (a row sum of squares, one kernel) [6 composed], backward 3 (the weight's column sums, one row sum,
+one kernel) [about 12 composed].
 """
 import builtins
 
@@ -57,6 +59,36 @@ class NumpyNorms:
             gw = bw if gw is None else gw + bw
             gb = bb if gb is None else gb + bb
         return gx, gw, gb
+
+
+    def rms_norm(self, x, w, eps):
+        """(x / sqrt(mean(x^2) + eps) * w over each row of x (rows, n), saved (xhat, 1/rms per row)): one row
+        dot for the mean square (float16 through float32), two passes more. Equals the unfused ops."""
+        rows, n = x.shape
+        xp = self.xp
+        ms = _row_dot(self, x, x, 1.0 / builtins.max(n, 1))
+        ms += eps
+        rstd = xp.sqrt(ms, out=ms)
+        xp.reciprocal(rstd, out=rstd)
+        xhat = x * rstd[:, None]
+        return (xhat * w if w is not None else xhat.copy()), (xhat, rstd)
+
+    def rms_norm_backward(self, g, saved, w, need_x, need_w):
+        """(gx, gw) of rms_norm for the (rows, n) gradient g (None where not needed): gx = rstd * (g w - xhat
+        mean(g w xhat)), gw = column sums of g xhat (BLAS products with ones vectors)."""
+        xhat, rstd = saved
+        rows, n = xhat.shape
+        xp = self.xp
+        t = g * xhat                                       # grad * xhat
+        gw = self.matmul(xp.ones(rows, dtype=t.dtype), t) if need_w else None
+        gx = None
+        if need_x:
+            u = g * w if w is not None else g.copy()       # g = grad * weight
+            c = _row_dot(self, t, w if w is not None else xp.ones(n, dtype=t.dtype), 1.0 / builtins.max(n, 1))
+            u -= xhat * c[:, None]                         # g w - xhat mean(g w xhat)
+            u *= rstd[:, None]
+            gx = u
+        return gx, gw
 
 
 def _layer_norm_block(backend, g, xhat, rstd, w, gx, need_w, need_b):
@@ -118,7 +150,18 @@ _ELEMENTWISE = {
     "ln_grad_x": ("g x s v c1 c2 inv_n eps", "gx",
                   f"gx = (g - c1 * inv_n - {_XHAT} * c2 * inv_n) / sqrt(v * inv_n + eps)"),
 }
+# RMS norm: v the row sums of squares (rows, 1); xhat = x / sqrt(v * inv_n + eps); c = sum(g w xhat) per row
+_RHAT = "x / sqrt(v * inv_n + eps)"
+_ELEMENTWISE.update({
+    "rms_forward_w": ("x v w inv_n eps", "y", f"y = {_RHAT} * w"),
+    "rms_forward": ("x v inv_n eps", "y", f"y = {_RHAT}"),
+    "rms_grad_x_w": ("g w x v c inv_n eps", "gx", f"gx = (g * w - {_RHAT} * c * inv_n) / sqrt(v * inv_n + eps)"),
+    "rms_grad_x": ("g x v c inv_n eps", "gx", f"gx = (g - {_RHAT} * c * inv_n) / sqrt(v * inv_n + eps)"),
+})
 _REDUCTIONS = {
+    "rms_squares": ("x", "v", "x * x"),
+    "rms_g_xhat": ("g x v inv_n eps", "d", f"g * {_RHAT}"),
+    "rms_gw_xhat": ("g w x v inv_n eps", "d", f"g * w * {_RHAT}"),
     "ln_centred_squares": ("x s inv_n", "v", "(x - s * inv_n) * (x - s * inv_n)"),
     "ln_g_xhat": ("g x s v inv_n eps", "d", f"g * {_XHAT}"),
     "ln_gw_xhat": ("g w x s v inv_n eps", "d", f"g * w * {_XHAT}"),
@@ -177,6 +220,42 @@ class CupyNorms:
                     c2 = self._nk("ln_g_xhat", dt)(g, x, s, v, inv_n, eps, axis=1, keepdims=True)
                     gx = self._nk("ln_grad_x", dt)(g, x, s, v, c1, c2, inv_n, eps)
         return gx, gw, gb
+
+    def rms_norm(self, x, w, eps):
+        """(x / sqrt(mean(x^2) + eps) * w per row, saved (x, v, inv_n, eps)): a row sum of squares and one
+        kernel. float16 runs in float32."""
+        if x.dtype.char == "e":
+            y, saved = self.rms_norm(x.astype(np.float32), _f32(w), eps)
+            return y.astype(x.dtype), saved
+        rows, n = x.shape
+        inv_n = 1.0 / builtins.max(n, 1)
+        with self._cuda_device:
+            v = self._nk("rms_squares", x.dtype)(x, axis=1, keepdims=True)
+            if w is not None:
+                y = self._nk("rms_forward_w", x.dtype)(x, v, w, inv_n, eps)
+            else:
+                y = self._nk("rms_forward", x.dtype)(x, v, inv_n, eps)
+        return y, (x, v, inv_n, eps)
+
+    def rms_norm_backward(self, g, saved, w, need_x, need_w):
+        """(gx, gw) of rms_norm: the weight's column sums, one row sum and one kernel for the input's."""
+        x, v, inv_n, eps = saved
+        if g.dtype.char == "e":                      # float16: the forward saved float32 statistics
+            gs = self.rms_norm_backward(g.astype(np.float32), saved, _f32(w), need_x, need_w)
+            return tuple(None if a is None else a.astype(g.dtype) for a in gs)
+        dt = x.dtype
+        gx = gw = None
+        with self._cuda_device:
+            if need_w:
+                gw = self._nk("rms_g_xhat", dt)(g, x, v, inv_n, eps, axis=0)
+            if need_x:
+                if w is not None:
+                    c = self._nk("rms_gw_xhat", dt)(g, w, x, v, inv_n, eps, axis=1, keepdims=True)
+                    gx = self._nk("rms_grad_x_w", dt)(g, w, x, v, c, inv_n, eps)
+                else:
+                    c = self._nk("rms_g_xhat", dt)(g, x, v, inv_n, eps, axis=1, keepdims=True)
+                    gx = self._nk("rms_grad_x", dt)(g, x, v, c, inv_n, eps)
+        return gx, gw
 
 
 def _f32(a):
