@@ -1,6 +1,8 @@
 """More activation modules (Mish, Hardswish, Hardsigmoid, Hardtanh, ReLU6, SELU, CELU, GLU, PReLU, Softsign,
 Tanhshrink, Softshrink, Hardshrink, LogSigmoid, Softmax2d) and the vector modules CosineSimilarity and
 PairwiseDistance: thin wrappers over nn.functional, with PyTorch's arguments and attribute names."""
+from typing import Any
+
 from ...creation import full
 from ..module import Module
 from ..parameter import Parameter
@@ -12,7 +14,7 @@ __all__ = ["Mish", "Hardswish", "Hardsigmoid", "Hardtanh", "ReLU6", "SELU", "CEL
 
 
 class _Inplace(Module):
-    _fn = None
+    _fn: Any = None     # the subclass's F function (a staticmethod)
 
     def __init__(self, inplace=False):
         super().__init__()
@@ -27,22 +29,22 @@ class _Inplace(Module):
 
 class Mish(_Inplace):
     """x * tanh(softplus(x))."""
-    _fn = staticmethod(F.mish)
+    _fn: Any = staticmethod(F.mish)
 
 
 class Hardswish(_Inplace):
     """x * relu6(x + 3) / 6."""
-    _fn = staticmethod(F.hardswish)
+    _fn: Any = staticmethod(F.hardswish)
 
 
 class Hardsigmoid(_Inplace):
     """relu6(x + 3) / 6."""
-    _fn = staticmethod(F.hardsigmoid)
+    _fn: Any = staticmethod(F.hardsigmoid)
 
 
 class SELU(_Inplace):
     """scale * elu(x, alpha) with the self-normalising constants."""
-    _fn = staticmethod(F.selu)
+    _fn: Any = staticmethod(F.selu)
 
 
 class Hardtanh(Module):
@@ -121,7 +123,7 @@ class PReLU(Module):
 
 
 class _Plain(Module):
-    _fn = None
+    _fn: Any = None     # the subclass's F function (a staticmethod)
 
     def forward(self, input):
         return type(self)._fn(input)
@@ -129,17 +131,17 @@ class _Plain(Module):
 
 class Softsign(_Plain):
     """x / (1 + |x|)."""
-    _fn = staticmethod(F.softsign)
+    _fn: Any = staticmethod(F.softsign)
 
 
 class Tanhshrink(_Plain):
     """x - tanh(x)."""
-    _fn = staticmethod(F.tanhshrink)
+    _fn: Any = staticmethod(F.tanhshrink)
 
 
 class LogSigmoid(_Plain):
     """log(sigmoid(x))."""
-    _fn = staticmethod(F.logsigmoid)
+    _fn: Any = staticmethod(F.logsigmoid)
 
 
 class Softshrink(Module):

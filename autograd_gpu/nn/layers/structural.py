@@ -1,6 +1,7 @@
 """AdaptiveAvgPool1d, AdaptiveMaxPool2d, Unflatten, EmbeddingBag, Dropout1d, Dropout2d, AlphaDropout and
 Bilinear, with PyTorch's parameter names, shapes and default initialisations."""
 import math
+from typing import Any
 
 from ..module import Module
 from ..parameter import Parameter
@@ -114,7 +115,7 @@ class EmbeddingBag(Module):
 
 
 class _DropoutNd(Module):
-    _fn = None
+    _fn: Any = None     # the subclass's F function (a staticmethod)
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
@@ -131,17 +132,17 @@ class _DropoutNd(Module):
 
 class Dropout1d(_DropoutNd):
     """In training, zeroes whole channels of (N, C, L) with probability p (the rest scaled by 1/(1-p))."""
-    _fn = staticmethod(F.dropout1d)
+    _fn: Any = staticmethod(F.dropout1d)
 
 
 class Dropout2d(_DropoutNd):
     """In training, zeroes whole channels of (N, C, H, W) with probability p (the rest scaled by 1/(1-p))."""
-    _fn = staticmethod(F.dropout2d)
+    _fn: Any = staticmethod(F.dropout2d)
 
 
 class AlphaDropout(_DropoutNd):
     """In training, SELU-preserving dropout (F.alpha_dropout); identity in eval."""
-    _fn = staticmethod(F.alpha_dropout)
+    _fn: Any = staticmethod(F.alpha_dropout)
 
 
 class Bilinear(Module):
