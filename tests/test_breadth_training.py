@@ -684,3 +684,16 @@ def test_inference_mode_is_per_thread_and_restored_after_an_error():
             1 / 0
     assert not ag.is_inference_mode_enabled() and ag.is_grad_enabled()
     (ag.ones(2) * w).sum().backward()
+
+
+def test_a_module_call_is_forward_until_a_hook_is_registered():
+    """No hook registered in the process: Module.__call__ is the plain call (nothing looks for hooks);
+    the first registration swaps in the one that does (run in a fresh interpreter)."""
+    import subprocess
+    import sys
+    code = ("import autograd_gpu as ag; M = ag.nn.Module; plain = M.__call__; "
+            "assert plain.__code__.co_names == ('forward',), plain.__code__.co_names; "
+            "ag.nn.Linear(2, 2)(ag.ones(1, 2)); assert M.__call__ is plain; "
+            "h = ag.nn.Linear(2, 2).register_forward_hook(lambda *a: None); h.remove(); "
+            "assert M.__call__ is M._call_looking_for_hooks")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

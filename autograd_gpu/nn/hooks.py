@@ -10,9 +10,9 @@ them) and keeps them; the one on the inputs receives the gradients of the inputs
 backward hooks with (grad_input, grad_output) (each may replace grad_input). Gradients of
 positional arguments that are not tensors, or need no gradient, are None.
 
-Nothing here runs for a module without hooks while no global hook exists: until the first hook is
-registered ``Module.__call__`` reads one list entry (``active``) and calls ``forward``; after, it also
-looks for ``_hooks`` in the module's ``__dict__``. Under ag.compile the hooks run while tracing, so
+Nothing here runs until the first hook is registered: ``Module.__call__`` is just ``forward``. The
+first registration swaps it (``activate``) for one that looks for ``_hooks`` in the module's
+``__dict__`` and for global hooks, and calls ``call_with_hooks`` when there are some. Under ag.compile the hooks run while tracing, so
 the array work of a hook that changes a value is part of the program; which hooks a module has is
 part of the call's signature (``Module._hooks_key``, and ``global_key`` for the global ones), so
 adding or removing one traces again.
@@ -31,8 +31,17 @@ __all__ = ["RemovableHandle", "register_module_forward_pre_hook", "register_modu
 
 _ids = itertools.count()
 
-# 0 until some hook is registered (module or global): Module.__call__ takes the plain path while it is 0
+# 0 until some hook is registered (module or global); then 1, and the callbacks registered in
+# on_first_hook run once (Module swaps its __call__ for the one that looks for hooks)
 active = [0]
+on_first_hook = []
+
+
+def activate():
+    if not active[0]:
+        active[0] = 1
+        for fn in on_first_hook:
+            fn()
 # which global hooks exist, as a tuple of ids (ag.compile's signature reads it)
 global_key = [()]
 
@@ -92,7 +101,7 @@ def add_hook(table, hook, extra, prepend, on_change, what):
 
 def _global_changed():
     global_key[0] = _global.key() if not _global.empty() else ()
-    active[0] = 1
+    activate()
     from . import module as _module                   # (module imports this file)
     _module.state_version[0] += 1
 

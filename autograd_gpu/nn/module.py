@@ -59,7 +59,6 @@ def _move(t, device, dtype):
 # bumped whenever Module's own methods change a module's attributes, registries, hooks or train/eval flags:
 # ag.compile's fast path (compile/state.py, Watch) rechecks module attributes through it
 state_version = [0]
-_hooks_active = _hooks.active     # 0 until a hook is first registered: Module.__call__ is then just forward()
 
 
 class Module:
@@ -82,8 +81,10 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not _hooks_active[0]:                 # no module has hooks and no global hook exists: just forward
-            return self.forward(*args, **kwargs)
+        # (until a hook is first registered; then _call_looking_for_hooks takes its place)
+        return self.forward(*args, **kwargs)
+
+    def _call_looking_for_hooks(self, *args: Any, **kwargs: Any) -> Any:
         if "_hooks" not in self.__dict__ and not _hooks.global_key[0]:
             return self.forward(*args, **kwargs)
         return _hooks.call_with_hooks(self, args, kwargs)
@@ -93,7 +94,7 @@ class Module:
         h = self.__dict__.get("_hooks")
         if h is None:
             h = self.__dict__["_hooks"] = _hooks.ModuleHooks()
-            _hooks_active[0] = 1                 # from now on every call looks for hooks (a copy may have some)
+            _hooks.activate()                    # from now on every call looks for hooks (a copy may have some)
         return getattr(h, kind)
 
     def _hooks_changed(self):
@@ -544,3 +545,10 @@ def _load_one(module, name, t, value, key, assign):
         xp.copyto(t.data, src.data)
     t._bump_version()
     return None
+
+
+def _look_for_hooks():
+    Module.__call__ = Module._call_looking_for_hooks
+
+
+_hooks.on_first_hook.append(_look_for_hooks)
