@@ -90,6 +90,30 @@ class Backend:
         """a @ b for ``packed = pack_matmul(b, rows)``, b of shape (k, n), a of shape (rows, k)."""
         return self.matmul(a, packed, out=out)
 
+    # -- indexed writes ------------------------------------------------------------------------------------
+    _COMBINE = {"prod": "multiply", "amax": "maximum", "amin": "minimum"}
+
+    def scatter_combine(self, out, pos, values, reduce):
+        """out[pos] = op(out[pos], values) in place for the 1-d ``out`` and flat positions ``pos``, repeated
+        positions combined by op ("prod", "amax", "amin": multiply, maximum, minimum), as NumPy's unbuffered
+        ``ufunc.at``. Here without it (CuPy has no multiply.at; its maximum.at refuses float16): a stable
+        order of the targets, an inclusive scan within each run of equal targets (Hillis-Steele: log2(n)
+        vectorised steps whose count depends on the size only), each run's total written once."""
+        xp = self.xp
+        fn = getattr(xp, self._COMBINE[reduce])
+        m = pos.shape[0]
+        if m == 0:
+            return
+        order = xp.argsort(pos)
+        p, v = pos[order], values[order]
+        rank = xp.arange(m) - xp.searchsorted(p, p, side="left")       # position within its run
+        s = 1
+        while s < m:
+            v = xp.concatenate([v[:s], xp.where(rank[s:] >= s, fn(v[s:], v[:-s]), v[s:])])
+            s *= 2
+        total = v[xp.searchsorted(p, p, side="right") - 1]              # each run's last entry: its total
+        out[p] = fn(out[p], total)                                      # repeated targets write equal values
+
     # -- linear algebra: one behaviour for singular input on every backend ------------------------------
     def row_dot(self, a, b):
         """sum(a * b) over the last axis, in one pass with no product array (NumPy's einsum)."""

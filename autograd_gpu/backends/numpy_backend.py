@@ -109,6 +109,11 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
         """out[index] += values, with repeated indices accumulating (unbuffered)."""
         np.add.at(out, index, values)
 
+    def scatter_combine(self, out, pos, values, reduce):
+        """Backend.scatter_combine as NumPy's unbuffered ufunc.at (every ufunc and dtype; about 100x the
+        scan's speed on the host)."""
+        getattr(np, self._COMBINE[reduce]).at(out, pos, values)
+
     def erf(self, x):
         return erf(x)
 

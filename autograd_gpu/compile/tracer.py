@@ -453,7 +453,7 @@ _METADATA = frozenset({"shape", "ndim", "size", "result_type", "iscomplexobj", "
 _DATA_DEPENDENT_SHAPE = frozenset({"nonzero", "flatnonzero", "argwhere", "unique", "compress", "extract",
                                    "unique_values", "unique_counts", "unique_inverse", "unique_all",
                                    "trim_zeros"})
-_BACKEND_MUTATES = {"scatter_add": (0,), "axpy": (0,)}
+_BACKEND_MUTATES = {"scatter_add": (0,), "scatter_combine": (0,), "axpy": (0,)}
 _BACKEND_FRESH = frozenset({"rand", "randn", "randint", "permutation", "sigmoid", "erf"})
 
 

@@ -515,24 +515,6 @@ def _flat_targets(xp, index, dim, shape):
     return lin.reshape(-1)
 
 
-def _segmented_combine(xp, out, pos, v, fn):
-    """out[pos] = fn(out[pos], v) with repeated positions combined by ``fn`` (maximum, minimum, multiply):
-    a stable order of the targets, an inclusive scan within each run of equal targets (Hillis-Steele:
-    log2(n) vectorised steps whose count depends on the size only), each run's total written once."""
-    m = pos.shape[0]
-    if m == 0:
-        return
-    order = xp.argsort(pos)
-    p, v = pos[order], v[order]
-    rank = xp.arange(m) - xp.searchsorted(p, p, side="left")       # position within its run
-    s = 1
-    while s < m:
-        v = xp.concatenate([v[:s], xp.where(rank[s:] >= s, fn(v[s:], v[:-s]), v[s:])])
-        s *= 2
-    total = v[xp.searchsorted(p, p, side="right") - 1]              # each run's last entry: its total
-    out[p] = fn(out[p], total)                                      # repeated targets write equal values
-
-
 def _identity(xp, reduce, dtype):
     if reduce in ("sum", "mean"):
         return 0
@@ -563,15 +545,8 @@ def _scatter_reduce_arrays(backend, x, src, index, dim, reduce, include_self):
             if out.dtype.kind in "iu":
                 return xp.floor_divide(out, count.astype(out.dtype))
             return (out / count).astype(out.dtype)
-    else:
-        fn = {"prod": xp.multiply, "amax": xp.maximum, "amin": xp.minimum}[reduce]
-        if backend.device.type == "cpu":
-            # NumPy's ufunc.at is unbuffered and takes every ufunc and dtype (100x faster than the scan
-            # here); CuPy has no multiply.at, and its maximum.at refuses float16 and follows CUDA's
-            # fmax for NaN, so devices take the scan (a backend method would be the better home)
-            fn.at(flat, pos, v)
-        else:
-            _segmented_combine(xp, flat, pos, v, fn)
+    else:                                          # prod, amax, amin: repeated targets combined by the op
+        backend.scatter_combine(flat, pos, v, reduce)
     return out
 
 
