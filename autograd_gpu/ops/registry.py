@@ -44,7 +44,7 @@ from ..dtypes import float32, float64, complex64, complex128
 from ..tensor import Tensor
 
 __all__ = ["OpTest", "OpTestOptions", "OpDef", "register", "ops", "names", "export", "methods", "docs_markdown", "UNARY", "BINARY",
-           "COMPLEX"]
+           "COMPLEX", "NO_GRAD"]
 
 # namespace -> how its ops are spelt; "Tensor" holds ops that are Tensor methods only (x.to(...))
 NAMESPACES = {"": "ag", "linalg": "ag.linalg", "fft": "ag.fft", "nn.functional": "F", "Tensor": "Tensor"}
@@ -77,6 +77,16 @@ class _ComplexOptions(TypedDict):
 
 # an entry on complex inputs: OpTest(..., **COMPLEX) (gradients checked in complex128, PyTorch's convention)
 COMPLEX: _ComplexOptions = {"dtypes": (complex64, complex128), "tol": {complex64: {"rtol": 1e-4, "atol": 1e-5}}}
+
+
+class _NoGradOptions(TypedDict):
+    """NO_GRAD's keywords, typed as COMPLEX's are."""
+    grad: bool
+    gradgrad: bool
+
+
+# an entry of an op whose result is a constant of the graph (comparisons, rounding): OpTest(..., **NO_GRAD)
+NO_GRAD: _NoGradOptions = {"grad": False, "gradgrad": False}
 # Why the LAPACK-backed ops refuse bfloat16 (OpTest's no_bfloat16): their TypeError says what to do
 NO_BF16_LAPACK = "LAPACK and cuSOLVER have no bfloat16 (PyTorch refuses it too)"
 

@@ -6,6 +6,7 @@ stack): differentiable to any order and batched by vmap through those. Shapes ar
 read, except ``tensor_split`` given its indices as a tensor (PyTorch requires that tensor on the CPU).
 """
 import builtins
+from typing import Callable
 
 from ..tensor import Tensor
 from ._util import as_tensor, normalize_dim
@@ -181,7 +182,8 @@ def _atleast_fn(nd):
 
 atleast_1d = register(tests=OpTest((((),), ((3,),), ((2, 3),)), ref="np.atleast_1d"))(_atleast_fn(1))
 atleast_2d = register(tests=OpTest((((),), ((3,),), ((2, 3),)), ref="np.atleast_2d"))(_atleast_fn(2))
-atleast_3d = register(tests=(
+# declared: its own op-table entry names it (mypy cannot infer a name used in its own definition)
+atleast_3d: Callable[..., Tensor | tuple[Tensor, ...]] = register(tests=(
     OpTest((((),), ((3,),), ((2, 3),), ((2, 3, 4),)), ref="np.atleast_3d"),
     OpTest((((3,), (2, 3)),), op=lambda a, b: atleast_3d(a, b), ref=lambda np, a, b: tuple(np.atleast_3d(a, b)),
            name="atleast_3d_many")))(_atleast_fn(3))

@@ -8,6 +8,7 @@ from existing ops and needs no backward of its own. Integer and bool inputs of t
 cast to the default float dtype first, as in PyTorch.
 """
 import math
+from typing import Callable
 
 from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
@@ -15,7 +16,7 @@ from ..tensor import Tensor
 from ..dtypes import get_default_dtype, bfloat16
 from ._util import as_tensor
 from . import batching
-from .registry import register, OpTest, UNARY, BINARY
+from .registry import register, OpTest, OpTestOptions, UNARY, BINARY, NO_GRAD as _NO_GRAD
 from .elementwise import (exp, log, log1p, sqrt, rsqrt, sin, sinh, abs, where, maximum, isnan, isinf, isfinite,
                           clamp, equal, logical_and, _number, _scalar_operand, _tensor_pair, _constant,
                           _unary_constant)
@@ -128,8 +129,8 @@ def _public(cls, name, doc):
     return f
 
 
-_INV = dict(domain=(-0.9, 0.9))
-_POS = dict(domain=(0.2, 4.0))
+_INV = OpTestOptions(domain=(-0.9, 0.9))
+_POS = OpTestOptions(domain=(0.2, 4.0))
 asin = register(method=("asin", "arcsin"), aliases=("arcsin",), tests=OpTest(UNARY, ref="np.arcsin", **_INV))(
     _public(Asin, "asin", "Inverse sine, elementwise (NaN outside [-1, 1])."))
 acos = register(method=("acos", "arccos"), aliases=("arccos",), tests=OpTest(UNARY, ref="np.arccos", **_INV))(
@@ -149,17 +150,19 @@ log2 = register(method=True, tests=OpTest(UNARY, ref="np.log2", **_POS))(
     _public(Log2, "log2", "Base-2 logarithm, elementwise."))
 log10 = register(method=True, tests=OpTest(UNARY, ref="np.log10", **_POS))(
     _public(Log10, "log10", "Base-10 logarithm, elementwise."))
-exp2 = register(method=True, tests=OpTest(UNARY, ref="np.exp2"))(
+# exp2, erfinv and digamma are named by the derivatives above: declared, as mypy cannot infer a module-level
+# name used above its definition
+exp2: Callable[..., Tensor] = register(method=True, tests=OpTest(UNARY, ref="np.exp2"))(
     _public(Exp2, "exp2", "2 ** x, elementwise."))
 erfc = register(method=True, tests=OpTest(UNARY, ref="refs.erfc"))(
     _public(Erfc, "erfc", "The complementary error function 1 - erf(x), accurate where erf(x) is near 1."))
-erfinv = register(method=True, tests=OpTest(UNARY, ref="refs.erfinv", **_INV))(
+erfinv: Callable[..., Tensor] = register(method=True, tests=OpTest(UNARY, ref="refs.erfinv", **_INV))(
     _public(Erfinv, "erfinv", "The inverse error function on [-1, 1] (+-inf at +-1, NaN outside)."))
 lgamma = register(method=True, tests=(
     OpTest(UNARY, ref="refs.lgamma", **_POS),
     OpTest((((2, 3),),), ref="refs.lgamma", domain=(-2.9, -0.1), avoid=(-2.0, -1.0), name="lgamma_negative")))(
     _public(Lgamma, "lgamma", "log |Gamma(x)|, elementwise (+inf at the poles 0, -1, -2, ...)."))
-digamma = register(method=True, tests=OpTest(UNARY, ref="refs.digamma", **_POS))(
+digamma: Callable[..., Tensor] = register(method=True, tests=OpTest(UNARY, ref="refs.digamma", **_POS))(
     _public(Digamma, "digamma", "The digamma function d/dx lgamma(x), elementwise (-inf at 0, NaN at -1, -2, ...)."))
 
 
@@ -259,7 +262,7 @@ def _division_like(cls, a, b, op):
 
 
 # operands kept apart from the jumps at multiples of b: finite differences stay on one branch
-_MOD = dict(domain=(0.6, 3.3), avoid=(1.0, 1.2, 1.5, 1.8, 2.0, 2.4, 2.5, 3.0))
+_MOD = OpTestOptions(domain=(0.6, 3.3), avoid=(1.0, 1.2, 1.5, 1.8, 2.0, 2.4, 2.5, 3.0))
 
 
 @register(method=True, tests=(
@@ -290,7 +293,6 @@ def remainder(input, other):
 
 
 # --------------------------------------------------------------------------- constants of the graph
-_NO_GRAD = dict(grad=False, gradgrad=False)
 
 
 @register(method=("trunc", "fix"), aliases=("fix",), tests=OpTest(UNARY, ref="np.trunc", domain=(-4.0, 4.0),
