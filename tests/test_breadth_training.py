@@ -697,3 +697,29 @@ def test_a_module_call_is_forward_until_a_hook_is_registered():
             "h = ag.nn.Linear(2, 2).register_forward_hook(lambda *a: None); h.remove(); "
             "assert M.__call__ is M._call_looking_for_hooks")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# -- the new optimizers on every device and under ag.compile --------------------------------------
+NEW_OPTIMIZERS = [("Adadelta", dict(weight_decay=0.1)), ("Adamax", dict(lr=0.01)), ("NAdam", dict(lr=0.01)),
+                  ("RAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)),
+                  ("ASGD", dict(lr=0.05, t0=3)), ("Rprop", dict(lr=0.05))]
+
+
+@pytest.mark.parametrize("name,kw", NEW_OPTIMIZERS, ids=[n for n, _ in NEW_OPTIMIZERS])
+def test_new_optimizers_on_device_and_compiled_match_eager_cpu(name, kw, device):
+    """Eager on ``device`` and ag.compile'd on ``device`` follow eager on the CPU for 8 steps (float32)."""
+    runs = []
+    for dev, compiled in (("cpu", False), (device, False), (device, True)):
+        m = _ag_model(ag.float32).to(dev)
+        opt = getattr(optim, name)(m.parameters(), **kw)
+        x, y = ag.tensor(X, dtype=ag.float32, device=dev), ag.tensor(Y, dtype=ag.float32, device=dev)
+        step = ag.compile(_train_step) if compiled else _train_step
+        losses = [float(step(m, opt, x, y)) for _ in range(8)]
+        runs.append((losses, [p.numpy() for p in m.parameters()]))
+        if compiled:
+            assert step.stats["replays"] >= 5, step.stats
+    (l0, p0) = runs[0]
+    for losses, params in runs[1:]:
+        np.testing.assert_allclose(losses, l0, rtol=1e-4, atol=1e-6)
+        for a, b in zip(params, p0):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
