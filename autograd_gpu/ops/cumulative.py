@@ -22,8 +22,8 @@ from .registry import register, OpTest
 
 __all__ = ["cumprod", "cummax", "cummin", "logcumsumexp"]
 
-cummax_result = namedtuple("cummax", ("values", "indices"))
-cummin_result = namedtuple("cummin", ("values", "indices"))
+cummax_result = namedtuple("cummax", ("values", "indices"))  # type: ignore[name-match]  # PyTorch's name, torch.return_types.cummax
+cummin_result = namedtuple("cummin", ("values", "indices"))  # type: ignore[name-match]  # PyTorch's name, torch.return_types.cummin
 
 
 def _dim(x, dim, axis, op):

@@ -8,6 +8,7 @@ median instead, as PyTorch's does. NaN sorts as the largest value (NumPy's, CuPy
 The cumulative ops cummax/cummin (ops/cumulative.py) take their values the same way.
 """
 from collections import namedtuple
+from typing import Any, Callable
 
 from ..autograd.function import Function
 from ..tensor import Tensor
@@ -21,10 +22,10 @@ from .registry import register, OpTest
 __all__ = ["sort", "argsort", "msort", "topk", "kthvalue", "median"]
 
 # the (values, indices) results, named tuples as PyTorch's torch.return_types
-sort_result = namedtuple("sort", ("values", "indices"))
-topk_result = namedtuple("topk", ("values", "indices"))
-kthvalue_result = namedtuple("kthvalue", ("values", "indices"))
-median_result = namedtuple("median", ("values", "indices"))
+sort_result = namedtuple("sort", ("values", "indices"))  # type: ignore[name-match]  # PyTorch's name, torch.return_types.sort
+topk_result = namedtuple("topk", ("values", "indices"))  # type: ignore[name-match]  # PyTorch's name, torch.return_types.topk
+kthvalue_result = namedtuple("kthvalue", ("values", "indices"))  # type: ignore[name-match]  # PyTorch's name, torch.return_types.kthvalue
+median_result = namedtuple("median", ("values", "indices"))  # type: ignore[name-match]  # PyTorch's name, torch.return_types.median
 
 
 # --------------------------------------------------------------------------- index kernels (arrays)
@@ -74,7 +75,7 @@ def _median_index(xp, a, axis):
 class _Index(Function):
     """An int64 index computed from x's values (a graph constant: applied to x detached)."""
     batch_rule = batching.unary_axis(1)
-    kernel = None
+    kernel: Callable[..., Any] | None = None     # the subclass's kernel(xp, a, *args, axis)
 
     @classmethod
     def forward(cls, ctx, x, axis, *args):

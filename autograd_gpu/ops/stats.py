@@ -20,7 +20,7 @@ from .elementwise import (where, isnan, isfinite, abs, sqrt, clamp, equal, not_e
 from .reduction import sum, mean, var, max as amax, min as amin, all as all_
 from .registry import register, OpTest
 
-aminmax_result = namedtuple("aminmax", ["min", "max"])
+aminmax_result = namedtuple("aminmax", ["min", "max"])  # type: ignore[name-match]  # PyTorch's name, torch.return_types.aminmax
 aminmax_result.__doc__ = "What aminmax returns: the named tuple (min, max), as torch.return_types.aminmax."
 
 

@@ -20,7 +20,7 @@ __all__ = ["tril", "triu", "tril_indices", "triu_indices", "diagonal", "diag", "
 # --------------------------------------------------------------------------- tril / triu
 class _Triangle(Function):
     batch_rule = batching.stacked_matrices      # on the last two dims: batch dims are more leading dims
-    fn = None
+    fn: str | None = None                       # the subclass's xp function: "tril" or "triu"
 
     @classmethod
     def forward(cls, ctx, x, k):
