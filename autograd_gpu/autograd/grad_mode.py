@@ -19,7 +19,7 @@ state = _State()
 # (Function.wrap, Tensor._make: registered by mark_while_inference) are replaced by versions that mark
 # what they make in such a thread; outside inference mode tensor creation runs unchanged, at no cost.
 inference_threads = [0]
-_patches = []                 # (owner class, attribute name, original, marking version)
+_patches: list[tuple] = []    # (owner class, attribute name, original, marking version)
 _patch_lock = threading.Lock()
 
 

@@ -34,7 +34,7 @@ _ids = itertools.count()
 # 0 until some hook is registered (module or global); then 1, and the callbacks registered in
 # on_first_hook run once (Module swaps its __call__ for the one that looks for hooks)
 active = [0]
-on_first_hook = []
+on_first_hook: list = []      # callables, called with no arguments
 
 
 def activate():
