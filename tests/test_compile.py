@@ -879,7 +879,8 @@ def test_a_hook_added_between_calls_retraces():
 
 def test_compile_warnings_point_at_the_callers_line():
     def f(a):
-        return a * 2                              # requires grad, no backward inside: runs eagerly
+        (a * a).sum().backward(create_graph=True)     # a graph of the gradient: runs eagerly
+        return a.grad.detach()
     cf = ag.compile(f)
     with pytest.warns(RuntimeWarning) as rec:
         cf(ag.ones(2, requires_grad=True))

@@ -6,5 +6,11 @@ touches and keys the cache, replay.py ties them together; fused kernels come fro
 from .replay import compile, CompiledFunction
 from .tracer import host_values, Untraceable
 from .program import GuardFailed
+from .module import CompiledModule, compile_in_place
+from .aot import CompiledBackward
+from ..nn import module as _nn_module
 
-__all__ = ["compile", "CompiledFunction", "host_values", "Untraceable", "GuardFailed"]
+_nn_module.compile_in_place[0] = compile_in_place      # Module.compile()
+
+__all__ = ["compile", "CompiledFunction", "CompiledModule", "CompiledBackward", "host_values", "Untraceable",
+           "GuardFailed"]

@@ -12,6 +12,7 @@ import builtins
 import functools
 import sys
 import warnings
+import weakref
 from collections import OrderedDict
 
 from ..tensor import Tensor
@@ -21,6 +22,7 @@ from .tracer import Tracer, Traced, Untraceable, tracing, active
 from .program import build_program, GuardFailed
 from .state import find_state, signature, dynamic_signature, plain_args, Watch, bindings, shares_memory
 from . import host_rng
+from . import aot as _aot
 from .host_rng import rng_state
 
 __all__ = ["compile", "CompiledFunction"]
@@ -44,10 +46,11 @@ class _Fast:
 
 class _Entry:
     """One signature's program and what to do around it."""
-    __slots__ = ("program", "inputs", "actions", "outputs", "guard_fails", "rng", "gather", "bump", "release")
+    __slots__ = ("program", "inputs", "actions", "outputs", "guard_fails", "rng", "gather", "bump", "release", "aot")
 
-    def __init__(self, program, inputs, actions, outputs, rng=()):
+    def __init__(self, program, inputs, actions, outputs, rng=(), aot=None):
         self.program, self.inputs, self.outputs = program, inputs, outputs
+        self.aot = aot          # aot.Aot when outputs require grad: the compiled backward they attach to
         self.guard_fails = 0
         self.rng = rng          # the backends whose generators the program draws from
         # the program's input arrays read from the holders, and the version bumps, as generated code (one
@@ -180,7 +183,7 @@ class CompiledFunction:
     def _warn(self, msg):
         if msg not in self._warned:
             self._warned.add(msg)
-            name = getattr(self.fn, "__qualname__", repr(self.fn))
+            name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
             f, level = sys._getframe(0), 1          # the first frame outside this file: the caller's line
             while f is not None and f.f_code.co_filename == __file__:
                 f, level = f.f_back, level + 1
@@ -208,6 +211,9 @@ class CompiledFunction:
             try:
                 before = _Snapshot(holders, binds, st)
                 out = self.fn(*args, **kwargs)
+                back = None
+                if tr.failed is None:
+                    back = self._trace_backward(tr, out, holders, st)
                 if tr.failed is None:
                     drew = host.changed(rngs)    # a draw the wrapped entry points did not see
                     if drew is not None:
@@ -217,11 +223,17 @@ class CompiledFunction:
                     reason = tr.failed
                 else:
                     try:
-                        entry = self._build(tr, st, holders, binds, before, inputs, out, overlap, n_args)
+                        entry = self._build(tr, st, holders, binds, before, inputs, out, overlap, n_args, back)
                     except Untraceable as e:
                         reason = str(e)
             finally:
                 _leave(holders, binds, st, out)
+                if back is not None and entry is not _EAGER and entry.aot is not None and tr.read_after_write is None:
+                    # this call's outputs too: their eager graph (kept by the traced backward) is let go
+                    outs = back[0]
+                    for o in outs:
+                        o.grad_fn, o.requires_grad = None, False
+                    entry.aot.attach(outs, tuple(_backends.as_ndarray(tr.values[v]) for v in back[5]), holders)
         if entry is _EAGER:
             self._warn(f"{reason}; this signature runs eagerly")
         elif tr.read_after_write is not None:
@@ -229,10 +241,34 @@ class CompiledFunction:
             self._warn(f"the function reads a value ({tr.read_after_write}) after it changed parameters or "
                        "state in place, so a changed value could not be retraced; this signature runs "
                        "eagerly (return the tensor instead of calling .item() on it inside)")
+        if entry is not _EAGER and entry.aot is not None:
+            ref = weakref.ref(self)
+
+            def on_double():             # backward(create_graph=True) outside: from now on, eagerly
+                cf = ref()
+                if cf is not None and cf._cache.get(sig) is entry:
+                    cf._store(sig, _EAGER)
+                    cf._warn("a backward with create_graph=True reached its outputs, whose backward is compiled; "
+                             "this signature now runs eagerly")
+            entry.aot.on_double = on_double
         self._store(sig, entry)
         return out
 
-    def _build(self, tr, st, holders, binds, before, inputs, out, overlap, n_args):
+    def _trace_backward(self, tr, out, holders, st):
+        """Outputs whose graph is alive get a compiled backward: trace it now (aot.py). Returns
+        (outputs, split, seed vids, leaf indices, gradients, [residual vids, filled by _build]) or None."""
+        outs = _aot.graph_outputs(out)
+        if not outs:
+            return None
+        try:
+            return (outs,) + tuple(_aot.trace_backward(tr, outs, holders, st.modules)) + ([],)
+        except Untraceable as e:
+            tr.fail(str(e))
+        except RuntimeError as e:
+            tr.fail(f"the backward of the returned tensors failed under the trace ({e})")
+        return None
+
+    def _build(self, tr, st, holders, binds, before, inputs, out, overlap, n_args, back=None):
         finals, actions = [], []
 
         def final(h):
@@ -274,10 +310,29 @@ class CompiledFunction:
         for m, flag in zip(st.modules, before.training):
             if m.training != flag:
                 actions.append(("train", m, m.training))
-        written = {s for step in tr.steps for s in step.mutates}
+        fwd = tr.steps if back is None else tr.steps[:back[1]]
+        written = {s for step in fwd for s in step.mutates}
         if any(gd0.__class__ is Traced and gd0.vid in written for _, _, gd0, _ in before.tensors):
             ran_backward = True                      # gradients accumulated in place
-        outputs = self._outputs(out, holders, final, ran_backward)
+        graph = {}
+        if back is not None:
+            for o in back[0]:
+                graph[id(o)] = (len(graph), final(o.data))
+        outputs = self._outputs(out, holders, final, ran_backward, graph)
+        aot = None
+        if back is not None:
+            rebound = {a[1] for a in actions if a[0] == "data"}
+            state_vids = {v: i for v, i, kind in inputs if i >= n_args and kind == "data" and i not in rebound}
+            res, bprog, gmap, copy_seeds = _aot.build(
+                tr, back[1], back[2], back[4],
+                lambda steps, ins, fins: self._program(tr, steps, ins, fins, {
+                    pos for pos, v in enumerate(ins) if v in state_vids}))
+            back[5][:] = res
+            o0 = back[0][0]
+            aot = _aot.Aot(bprog, back[3], gmap, len(res),
+                           [(tr.values[v].shape, tr.values[v].dtype) for v in back[2]], copy_seeds, o0.device,
+                           [f for _, f in graph.values()])
+            finals.extend(res)
         fuser = get_fuser(_first_backend(tr)) if self.fuse else None
         if fuser is not None and overlap and written & {v for v, _, _ in inputs}:
             fuser = None            # inputs that overlap and are written: fusing may move a read past a write
@@ -288,10 +343,21 @@ class CompiledFunction:
             rebound = {a[1] for a in actions if a[0] == "data"}
             fuser.state_inputs = {pos for pos, (_, i, kind) in enumerate(inputs)
                                   if i >= n_args and kind == "data" and i not in rebound}
-        program = build_program(tr.steps, [v for v, _, _ in inputs], finals, tr.values, tr.backend_of, fuser)
+        program = build_program(fwd, [v for v, _, _ in inputs], finals, tr.values, tr.backend_of, fuser)
         if hasattr(fuser, "finish"):             # the CUDA fuser: kernel counts, graph capture
             program = fuser.finish(program, self.stats)
-        return _Entry(program, [(i, kind) for _, i, kind in inputs], actions, outputs, _rng_backends(tr.steps))
+        return _Entry(program, [(i, kind) for _, i, kind in inputs], actions, outputs, _rng_backends(fwd), aot)
+
+    def _program(self, tr, steps, inputs, finals, state_inputs):
+        """A program of its own for ``steps`` (the compiled backward), with the fuser as the forward's."""
+        fuser = get_fuser(_first_backend(tr)) if self.fuse else None
+        if hasattr(fuser, "cuda_graphs"):
+            fuser.cuda_graphs = self.cuda_graphs
+            fuser.state_inputs = state_inputs
+        program = build_program(steps, inputs, finals, tr.values, tr.backend_of, fuser)
+        if hasattr(fuser, "finish"):
+            program = fuser.finish(program, self.stats)
+        return program
 
     def _value(self, v, holders, final):
         if isinstance(v, Tensor):
@@ -305,23 +371,26 @@ class CompiledFunction:
             return ("py", v)
         raise Untraceable(f"a {type(v).__name__} was stored in module or optimizer state")
 
-    def _outputs(self, out, holders, final, ran_backward):
+    def _outputs(self, out, holders, final, ran_backward, graph):
         if isinstance(out, Tensor):
             for i, h in enumerate(holders):
                 if h is out:
                     return ("holder", i)
-            if out.requires_grad and out.grad_fn is not None and not ran_backward:
-                raise Untraceable("the function returns tensors that require grad without running backward "
-                                  "inside, so their graph is needed afterwards (call .backward() inside the "
-                                  "compiled function, or run it under ag.no_grad())")
+            g = graph.get(id(out))
+            if g is not None:
+                return ("graph", g[0])
+            if out.requires_grad and out.grad_fn is not None and not out.grad_fn._freed:
+                raise Untraceable("the function returns tensors whose graph is needed afterwards, and no "
+                                  "compiled backward was made for them")
             d = out.data
             if d.__class__ is not Traced:
                 return ("const", d)
             return ("tensor", final(d), out.device)
         if isinstance(out, (list, tuple)) and not hasattr(out, "_fields"):
-            return ("seq", type(out), [self._outputs(o, holders, final, ran_backward) for o in out])
+            return ("seq", type(out), [self._outputs(o, holders, final, ran_backward, graph) for o in out])
         if isinstance(out, dict):
-            return ("dict", type(out), [(k, self._outputs(v, holders, final, ran_backward)) for k, v in out.items()])
+            return ("dict", type(out), [(k, self._outputs(v, holders, final, ran_backward, graph))
+                                        for k, v in out.items()])
         if out is None or isinstance(out, (int, float, complex, bool, str, bytes)):
             return ("py", out)
         raise Untraceable(f"the function returns a {type(out).__name__}, which compile does not rebuild")
@@ -354,7 +423,13 @@ class CompiledFunction:
                 a[1].training = a[2]
             elif k == "requires_grad":
                 holders[a[1]].requires_grad = a[2]
-        return _rebuild(entry.outputs, holders, finals)
+        aot = entry.aot
+        if aot is None:
+            return _rebuild(entry.outputs, holders, finals, None)
+        dev = aot.device
+        graph = [Tensor._make(finals[j], dev) for j in aot.outs]
+        aot.attach(graph, finals[len(finals) - aot.n_res:] if aot.n_res else (), holders)
+        return _rebuild(entry.outputs, holders, finals, graph)
 
 
 def _rebuild_value(spec, holders, finals):
@@ -369,17 +444,19 @@ def _rebuild_value(spec, holders, finals):
     return spec[1]
 
 
-def _rebuild(spec, holders, finals):
+def _rebuild(spec, holders, finals, graph):
     k = spec[0]
     if k == "tensor":
         return Tensor._make(finals[spec[1]], spec[2])
+    if k == "graph":
+        return graph[spec[1]]
     if k == "holder":
         return holders[spec[1]]
     if k == "seq":
-        items = [_rebuild(s, holders, finals) for s in spec[2]]
+        items = [_rebuild(s, holders, finals, graph) for s in spec[2]]
         return spec[1](items)
     if k == "dict":
-        return spec[1]((key, _rebuild(s, holders, finals)) for key, s in spec[2])
+        return spec[1]((key, _rebuild(s, holders, finals, graph)) for key, s in spec[2])
     if k == "const":
         return Tensor._make(spec[1].copy(), _backends.backend_of_array(spec[1]).device)
     return spec[1]
@@ -484,11 +561,17 @@ def _first_backend(tr):
 def compile(fn=None, *, cache_size=8, fuse=True, cuda_graphs=True):
     """Trace ``fn`` on its first call with each signature and replay the recorded array work afterwards.
 
-    Use as ``step = ag.compile(step)`` or ``@ag.compile``. ``cache_size`` programs are kept (the least
+    Use as ``step = ag.compile(step)`` or ``@ag.compile``; ``ag.compile(module)`` returns a CompiledModule
+    (the module, with compiled calls). Outputs that still require grad differentiate outside through a
+    compiled backward. ``cache_size`` programs are kept (the least
     recently used is dropped); ``fuse=False`` replays without fused kernels; ``cuda_graphs=False`` keeps
     CUDA programs from being captured as CUDA graphs. See docs/compile.md."""
     if fn is None:
-        return lambda f: CompiledFunction(f, cache_size, fuse, cuda_graphs)
+        return lambda f: compile(f, cache_size=cache_size, fuse=fuse, cuda_graphs=cuda_graphs)
     if not callable(fn):
-        raise TypeError(f"compile: expected a function or another callable, got {type(fn).__name__}")
+        raise TypeError(f"compile: expected a function, a module or another callable, got {type(fn).__name__}")
+    from ..nn.module import Module
+    if isinstance(fn, Module):           # a module-like wrapper whose calls are compiled (module.py)
+        from .module import CompiledModule
+        return CompiledModule(fn, cache_size=cache_size, fuse=fuse, cuda_graphs=cuda_graphs)
     return CompiledFunction(fn, cache_size, fuse, cuda_graphs)

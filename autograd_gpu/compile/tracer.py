@@ -414,7 +414,8 @@ def _iter_traced(x):
 
 def _bool_index(key):
     keys = key if isinstance(key, tuple) else (key,)
-    return any(getattr(k, "dtype", None) is not None and k.dtype.kind == "b" and getattr(k, "ndim", 0) > 0
+    # a 0-d mask too: x[True] has one more axis of length 1, x[False] of length 0
+    return any(getattr(k, "dtype", None) is not None and k.dtype.kind == "b" and getattr(k, "ndim", None) is not None
                for k in keys)
 
 

@@ -59,6 +59,8 @@ def _move(t, device, dtype):
 # bumped whenever Module's own methods change a module's attributes, registries, hooks or train/eval flags:
 # ag.compile's fast path (compile/state.py, Watch) rechecks module attributes through it
 state_version = [0]
+# Module.compile's implementation, registered by autograd_gpu.compile (a layer above nn) when it is imported
+compile_in_place: list[Any] = [None]
 
 
 class Module:
@@ -381,6 +383,15 @@ class Module:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: to None (default) or to zeros in place."""
         zero_grads(self._parameter_list(), set_to_none)
+
+    def compile(self, **options: Any) -> None:
+        """Compile this module's forward in place with ``ag.compile`` (PyTorch's ``nn.Module.compile``):
+        ``self(x)`` then replays a traced program, hooks run around it, and a loss made from the output
+        differentiates outside through a compiled backward. ``options`` are ag.compile's (cache_size, fuse,
+        cuda_graphs). ``ag.compile(module)`` returns a compiled wrapper instead. See docs/compile.md."""
+        if compile_in_place[0] is None:
+            raise RuntimeError("Module.compile: autograd_gpu.compile is not imported (import autograd_gpu)")
+        compile_in_place[0](self, **options)
 
     def _parameter_list(self):
         """The parameters of this module and its descendants (each module visited once, in the order of
