@@ -27,6 +27,7 @@ import os
 import secrets
 import stat
 import zipfile
+from typing import IO
 
 from .tensor import Tensor
 from . import safetensors as _safetensors
@@ -58,7 +59,7 @@ _MAX_NDIM = 64                     # NumPy's limit
 
 
 # --------------------------------------------------------------------------- save
-def save(obj, path):
+def save(obj: object, path: str | os.PathLike[str] | IO[bytes]) -> None:
     """Write ``obj`` (a Tensor, or dicts/lists/tuples of Tensors, numbers, strings, bools and None) to
     ``path`` (a filename or a binary file object). A file name is replaced atomically: readers and a
     crash see the old file or the new one, never a mix."""
