@@ -593,4 +593,5 @@ def _nested_to_host(x):
 
 _function.Tensor = Tensor
 _mark_while_inference(Tensor, "_make")     # tensors made inside inference_mode() are inference tensors
+_mark_while_inference(Tensor, "__init__")
 from .autograd import engine as _engine  # noqa: E402

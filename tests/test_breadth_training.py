@@ -614,6 +614,7 @@ def test_inference_mode():
         assert ag.is_inference_mode_enabled() and not ag.is_grad_enabled()
         y = lin(ag.ones(4, 3))
         y.add_(1)                                        # in place inside: allowed
+        d = ag.tensor([1.0, 2.0])                        # made from Python data: one too
         with ag.inference_mode(False):
             assert not ag.is_inference_mode_enabled()
     assert not ag.is_inference_mode_enabled() and ag.is_grad_enabled() and not y.requires_grad
@@ -621,6 +622,8 @@ def test_inference_mode():
         y * w                                            # recording a product saves y
     with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
         y.add_(1)
+    with pytest.raises(RuntimeError, match="Inference tensors"):
+        d * w
     z = y + w                                            # not saved: allowed, as in PyTorch
     z.sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), [4.0, 4.0])

@@ -24,18 +24,21 @@ _patch_lock = threading.Lock()
 
 
 def mark_while_inference(owner, name):
-    """Register ``owner.name`` (a function or staticmethod returning a new Tensor) as a maker of
-    tensors: while some thread is inside inference_mode() it is swapped for a version that marks what
-    it returns in such a thread as an inference tensor."""
+    """Register ``owner.name`` (a function or staticmethod returning a new Tensor, or ``__init__``) as a
+    maker of tensors: while some thread is inside inference_mode() it is swapped for a version that
+    marks what it makes in such a thread as an inference tensor."""
     orig = owner.__dict__[name]
     fn = orig.__func__ if isinstance(orig, staticmethod) else orig
+    init = name == "__init__"
 
     @functools.wraps(fn)
     def marking(*args, **kwargs):
         t = fn(*args, **kwargs)
+        if init:
+            t = args[0]
         if state.inference and t._version is None:   # (a view of a normal tensor shares its counter: normal)
             t._version = INFERENCE_VERSION
-        return t
+        return None if init else t
     _patches.append((owner, name, orig, staticmethod(marking) if isinstance(orig, staticmethod) else marking))
 
 
