@@ -271,7 +271,12 @@ class Optimizer:
         self.state, self.param_groups = state, new_groups   # nothing changes unless everything checked
 
     def _load_state_value(self, name, value, param, index):
-        """One loaded state entry, checked (an optimizer whose state is not per-element overrides it)."""
+        """One loaded state entry, checked (an optimizer whose state is not per-element overrides it). A
+        scalar kept on the host (NAdam's mu_product, ASGD's eta and mu: ``_dynamic_state``) given as a
+        one-element tensor (PyTorch keeps them so) becomes a Python float."""
+        if name != "step" and name in getattr(self, "_dynamic_state", ()) and isinstance(value, Tensor) \
+                and value.data.size == 1:
+            return float(value.item())
         return _state_value(name, value, param, index)
 
     def __repr__(self):
