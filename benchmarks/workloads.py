@@ -572,3 +572,7 @@ COMPILED = ("op_overhead", "elementwise_4m", "moons_step", "mlp_step", "cnn_step
 from benchmarks.rnn_bench import WORKLOADS as _RNN  # noqa: E402
 
 WORKLOADS.update(_RNN)
+
+from benchmarks.unet_bench import WORKLOADS as _UNET  # noqa: E402
+
+WORKLOADS.update(_UNET)

@@ -13,7 +13,7 @@ def test_benchmarks_tiny_run_writes_json_table_and_plots(tmp_path):
     data = json.loads((tmp_path / "benchmarks.json").read_text())
     assert {r["workload"] for r in data["rows"]} == {"op_overhead", "mlp_step", "mlp_adam_step", "mlp_sub_step", "cnn_step", "elementwise_4m", "moons_step",
                                                        "matmul_1024", "deep_chain",
-                                                       "transformer_step", "lstm_step", "per_example_grads"}
+                                                       "transformer_step", "lstm_step", "per_example_grads", "unet_step"}
     for r in data["rows"]:
         assert r["ours"]["median"] > 0 and r["ours"]["min"] <= r["ours"]["median"] <= r["ours"]["max"]
     assert data["sweep"] and data["machine"]["cores"] >= 1
@@ -82,3 +82,31 @@ def test_mlp_sub_step_variants_do_the_same_arithmetic():
         for a, b in zip(ours, theirs):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
     assert any(not np.allclose(a, b) for a, b in zip(ours, mlp_sub_step("cpu", "tiny")[0]["ours"].params()))
+
+
+def test_unet_step_is_the_same_network_as_pytorchs():
+    """unet_step's PyTorch variant starts from our weights and, two Adam steps later, has the same ones:
+    the benchmark times the same arithmetic (ConvTranspose2d, GroupNorm, interpolate, reflect pad)."""
+    pytest.importorskip("torch")
+    from benchmarks.unet_bench import unet_step
+    steps, meta = unet_step("cpu", "tiny")
+    start = [a.copy() for a in steps["ours"].params()]     # the live arrays: Adam updates them in place
+    for _ in range(2):
+        steps["ours"]()
+        steps["torch"]()
+    ours, theirs = steps["ours"].params(), steps["torch"].params()
+    assert len(ours) == len(theirs) == 44 and "U-Net" in meta["what"]
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    assert all(not np.allclose(a, b) for a, b in zip(start, ours))        # every parameter moved
+
+
+@pytest.mark.gpu
+def test_unet_step_runs_on_cuda(tmp_path):
+    import autograd_gpu as ag
+    if not ag.cuda.is_available():
+        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs this on the stand-in)")
+    pytest.importorskip("matplotlib")
+    main(["--tiny", "--device", "cuda", "--only", "unet_step", "--out", str(tmp_path)])
+    row, = json.loads((tmp_path / "benchmarks.json").read_text())["rows"]
+    assert row["workload"] == "unet_step" and row["device"] == "cuda" and row["ours"]["median"] > 0
