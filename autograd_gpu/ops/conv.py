@@ -154,11 +154,7 @@ def _conv_weight_grad(xp, x, gy, w_shape, geom, cols=None):
         cols = _im2col(xp, x, kh, kw, geom)
     rows = xp.ascontiguousarray(gy).reshape(n, g, o // g, gy.shape[2] * gy.shape[3])
     per_sample = _matmul(rows, cols.transpose(0, 1, 3, 2))          # (N, G, O/G, C/G*kh*kw)
-    # summed straight into an array of w's shape: a reshaped sum would be a view, which a parameter's .grad
-    # gets a copy of (a copy kernel per weight per step on a GPU)
-    out = xp.empty(w_shape, dtype=per_sample.dtype)
-    per_sample.sum(axis=0, out=out.reshape(per_sample.shape[1:]))
-    return out
+    return per_sample.sum(axis=0).reshape(w_shape)
 
 
 def _conv_input_grad(xp, gy, w, x_shape, geom):
