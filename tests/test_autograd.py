@@ -254,10 +254,19 @@ def test_integer_tensor_with_python_float_gives_default_float(device):
 
 def test_comparisons_and_floordiv_are_constants_of_the_graph(device):
     x = ag.tensor([1.0, 2.0, 3.0], device=device, requires_grad=True)
-    for c in (x > 1, x == 2, x // 2, x % 2, ag.sign(x)):
+    for c in (x > 1, x == 2, x // 2, ag.sign(x)):
         assert not c.requires_grad and c.grad_fn is None
     (x * (x > 1)).sum().backward()
     assert x.grad.tolist() == [0.0, 1.0, 1.0]
+
+
+def test_remainder_is_differentiable_as_pytorchs(device):
+    """% is remainder: gradient 1 for the dividend, -floor(a / b) for the divisor (PyTorch)."""
+    a = ag.tensor([5.0, -7.0, 3.5], device=device, requires_grad=True)
+    b = ag.tensor([2.0, 3.0, -1.5], device=device, requires_grad=True)
+    (a % b).sum().backward()
+    assert a.grad.tolist() == [1.0, 1.0, 1.0]
+    assert b.grad.tolist() == [-2.0, 3.0, 3.0]
 
 
 def test_numpy_array_operand_is_wrapped_on_cpu():
