@@ -22,13 +22,36 @@ SWEEP = {"full": (1, 2, 4, 8, 16, 32, 64), "quick": (1, 4, 16), "tiny": (1, 2)}
 SWEEP_BASE = 32          # the MLP hidden width is SWEEP_BASE * k
 
 
+# the training steps also timed in torch.compile's habit: the model compiled, loss, backward and optimizer
+# step outside (ag.compile(model); outputs that require grad get a compiled backward): "model_compiled"
+MODEL_COMPILED = ("mlp_step", "cnn_step")
+
+
+def model_compiled_step(ours):
+    """``ours`` (``opt.zero_grad(); F.cross_entropy(model(x), y).backward(); opt.step()``) with the model
+    compiled and everything else outside: the same model, optimizer and batch, read from its closure."""
+    import autograd_gpu as ag
+    import autograd_gpu.nn.functional as F
+    cells = dict(zip(ours.__code__.co_freevars, (c.cell_contents for c in ours.__closure__)))
+    model, opt, x, y = (cells[k] for k in ("model", "opt", "x", "y"))
+    cmodel = ag.compile(model)
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(cmodel(x), y).backward()
+        opt.step()
+    return step
+
+
 def run_workload(name, device, scale, log):
     steps, meta = WORKLOADS[name](device, scale)
     if name in COMPILED:                 # the same step under ag.compile (traced in the warm-up)
         import autograd_gpu as ag
         steps["compiled"] = ag.compile(steps["ours"])
-    libs = {"ours": "ours", "compiled": "ours", "numpy": "cupy" if device.startswith("cuda") else "numpy",
-            "torch": "torch"}
+    if name in MODEL_COMPILED:
+        steps["model_compiled"] = model_compiled_step(steps["ours"])
+    libs = {"ours": "ours", "compiled": "ours", "model_compiled": "ours",
+            "numpy": "cupy" if device.startswith("cuda") else "numpy", "torch": "torch"}
     timed = {k: (f, sync_fn(device, libs[k])) for k, f in steps.items()}
     reps = REPEATS[scale] if name != "deep_chain" else max(1, REPEATS[scale] // 5)
     deep = name == "deep_chain"

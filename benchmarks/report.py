@@ -14,6 +14,10 @@ def describe(row):
     if "compiled" in row:
         c = row["compiled"]["median"]
         parts.append(f"compiled {_fmt(c)}" + (f" (ratio to torch {c / row['torch']['median']:.2f})" if "torch" in row else ""))
+    if "model_compiled" in row:        # ag.compile(model), loss/backward/step outside
+        c = row["model_compiled"]["median"]
+        parts.append(f"model compiled, backward outside {_fmt(c)}"
+                     + (f" (ratio to torch {c / row['torch']['median']:.2f})" if "torch" in row else ""))
     if row.get("launches") is not None:
         parts.append(f"{row['launches']} launches/step"
                      + (f" (compiled {row['compiled_launches']})" if "compiled_launches" in row else ""))
@@ -29,8 +33,8 @@ def markdown(results):
              + f"; Python {m['python']}, NumPy {m['numpy']}" + (f", CuPy {m['cupy']}" if m.get("cupy") else "")
              + (f", PyTorch {m['torch']}" if m.get("torch") else "")
              + (f"; our CPU products: {m['cpu_blas']}" if m.get("cpu_blas") else "") + f"; scale: {results['scale']}.", "",
-             "| workload | device | unit | ours (median [min-max]) | by hand (NumPy/CuPy) | ours / by hand | PyTorch | ours / PyTorch | compiled | compiled / PyTorch | launches/step |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| workload | device | unit | ours (median [min-max]) | by hand (NumPy/CuPy) | ours / by hand | PyTorch | ours / PyTorch | compiled | compiled / PyTorch | model compiled, backward outside | launches/step |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["rows"]:
         o = r["ours"]
         cells = [r["workload"], r["device"], r["unit"], f"{_fmt(o['median'])} [{_fmt(o['min'])}-{_fmt(o['max'])}]"]
@@ -39,6 +43,8 @@ def markdown(results):
             cells += [_fmt(b["median"]), f"{o['median'] / b['median']:.2f}"] if b else ["-", "-"]
         c, t = r.get("compiled"), r.get("torch")
         cells += [_fmt(c["median"]) if c else "-", f"{c['median'] / t['median']:.2f}" if c and t else "-"]
+        mc = r.get("model_compiled")
+        cells.append("-" if mc is None else _fmt(mc["median"]) + (f" ({mc['median'] / t['median']:.2f}x PyTorch)" if t else ""))
         # kernel launches of one eager step, counted on the CuPy stand-in (empty on the CPU and on real CuPy)
         n = r.get("launches")
         cells.append("-" if n is None else f"{n}" + (f" (compiled {r['compiled_launches']})"

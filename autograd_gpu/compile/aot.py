@@ -15,6 +15,7 @@ from ..autograd import engine as _engine
 from ..autograd.function import Function
 from ..autograd.grad_mode import state as _grad_state
 from ..backends.trace_ir import Ref
+from ..ops import batching as _batching
 from ..tensor import Tensor
 from .. import _trace_hooks
 from .tracer import Traced, Untraceable
@@ -192,6 +193,8 @@ class CompiledBackward(Function):
     """The graph node of a compiled function's outputs: its backward runs the recorded backward program on
     the outputs' gradients and the residuals the forward program handed out (kept in ``_saved`` until a
     backward without retain_graph frees them)."""
+
+    batch_rule = _batching.loop           # never applied (made by the replay), so never batched by vmap
 
     @staticmethod
     def forward(ctx, *args):
