@@ -48,11 +48,16 @@ def _inputs(info, shapes_, seed, device="cpu"):
     return arrays, xs
 
 
+# gradients that jump where a / b is a whole number (fmod, remainder: -trunc(a / b), -floor(a / b) for b): random
+# values land next to a jump, where finite differences mean nothing; the op table's fixed samples check them
+_JUMPS_IN_A_RATIO = frozenset({"fmod", "fmod_negative", "mod", "remainder_negative"})
+
+
 def _check(info, shapes_, seed):
     arrays, xs = _inputs(info, shapes_, seed)
     if info.ref is not None:
         assert_close(info.op(*xs), info.ref(*arrays))
-    if info.grad and any(x.requires_grad and x.numel() for x in xs):
+    if info.grad and info.name not in _JUMPS_IN_A_RATIO and any(x.requires_grad and x.numel() for x in xs):
         assert ag.autograd.gradcheck(info.op, xs)
 
 

@@ -167,6 +167,7 @@ digamma: Callable[..., Tensor] = register(method=True, tests=OpTest(UNARY, ref="
 
 
 def _polygamma_method(self, n):
+    """x.polygamma(n): the n-th derivative of digamma, elementwise."""
     return polygamma(n, self)
 
 

@@ -113,6 +113,7 @@ class PReLU(Module):
         self.weight = Parameter(full((num_parameters,), float(init), dtype=dtype, device=device))
 
     def reset_parameters(self):
+        """Set every slope back to ``init`` (PyTorch's PReLU initialisation)."""
         self.weight.data[...] = self.init
 
     def forward(self, input):

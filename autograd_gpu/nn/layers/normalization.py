@@ -29,6 +29,7 @@ class GroupNorm(Module):
             self.register_parameter("bias", None)
 
     def reset_parameters(self):
+        """Weight back to ones and bias to zeros (PyTorch's initialisation)."""
         if self.affine:
             init.ones_(self.weight)
             init.zeros_(self.bias)
@@ -108,6 +109,7 @@ class RMSNorm(Module):
             self.register_parameter("weight", None)
 
     def reset_parameters(self):
+        """Weight back to ones (PyTorch's initialisation)."""
         if self.elementwise_affine:
             init.ones_(self.weight)
 

@@ -117,41 +117,51 @@ class ParameterDict(Module):
         return key in self._keys
 
     def keys(self):
+        """The parameters' names, in insertion order."""
         return list(self._keys)
 
     def values(self):
+        """The parameters, in insertion order."""
         return [self[k] for k in self._keys]
 
     def items(self):
+        """(name, parameter) pairs, in insertion order."""
         return [(k, self[k]) for k in self._keys]
 
     def get(self, key, default=None):
+        """The parameter named ``key``, or ``default``."""
         return self[key] if key in self else default
 
     def pop(self, key):
+        """Remove the parameter named ``key`` and return it."""
         value = self[key]
         del self[key]
         return value
 
     def popitem(self):
+        """Remove and return the last (name, parameter) pair."""
         if not self._keys:
             raise KeyError("popitem(): ParameterDict is empty")
         key = list(self._keys)[-1]
         return key, self.pop(key)
 
     def setdefault(self, key, default=None):
+        """The parameter named ``key``; if there is none, ``default`` set under that name first."""
         if key not in self:
             self[key] = default
         return self[key]
 
     def clear(self):
+        """Remove every parameter."""
         for k in list(self._keys):
             del self[k]
 
     def copy(self):
+        """A new ParameterDict holding the same parameters."""
         return ParameterDict(self.items())
 
     def fromkeys(self, keys, default=None):
+        """A new ParameterDict with each of ``keys`` set to ``default``."""
         return ParameterDict((k, default) for k in keys)
 
     def update(self, parameters):

@@ -101,6 +101,7 @@ class EmbeddingBag(Module):
             self.weight = Parameter(_weight)
 
     def reset_parameters(self):
+        """Weights drawn again from N(0, 1), the padding row zeroed (PyTorch's initialisation)."""
         init.normal_(self.weight)
         if self.padding_idx is not None:
             self.weight.data[self.padding_idx] = 0
@@ -165,6 +166,7 @@ class Bilinear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Weight and bias drawn again from U(-1/sqrt(in1_features), 1/sqrt(in1_features)) (PyTorch's initialisation)."""
         bound = 1 / math.sqrt(self.in1_features) if self.in1_features else 0.0
         init.uniform_(self.weight, -bound, bound)
         if self.bias is not None:
