@@ -134,7 +134,11 @@ class CupyBackend(*CUPY_MIXINS, Backend):
         with self._cuda_device:
             self.rng = cp.random.RandomState(_global_seed[0])
         # device-side checks not yet read: a 2-element int64 array (message code, offending value) and
-        # the messages by code; read with the next explicit read and raised then
+        # the messages by code; read with the next explicit read and raised then. _err is None while none is
+        # pending, else _err_buf: one buffer made here, never during a trace or a CUDA graph's capture (made
+        # there, it came from the graph's private pool, which later replays reuse: codes read back as garbage)
+        with self._cuda_device:
+            self._err_buf = cp.zeros(2, dtype=np.int64)
         self._err = None
         self._codes, self._messages = {}, [None]
         self.capturing = False          # set while the CUDA fuser captures a graph (fuse_cuda.py)
@@ -198,7 +202,8 @@ class CupyBackend(*CUPY_MIXINS, Backend):
             self._messages.append((exc_type, message))
         with self._cuda_device:
             if self._err is None:
-                self._err = cp.zeros(2, dtype=np.int64)
+                self._err = self._err_buf
+                self._err.fill(0)
             v = cp.zeros((), np.int64) if value is None else value.astype(np.int64)
             new = cp.stack([cp.where(ok, 0, code), v])
             cp.copyto(self._err, new, where=(self._err[0] == 0) & (new[0] != 0))

@@ -210,8 +210,8 @@ class CupyLosses:
                        "int64 big, int64 code", "int64 r",
                        "r = (k >= high && e0 == 0) ? (slot == 0 ? code : (k >= big ? low - (k - big) : k)) : e")
             err = self._err
-            if err is None:
-                self._err = flag(0, 0, slot, kmax, low, high, _BIG, code)
+            if err is None:                  # the first check since the last read: both slots written whole
+                self._err = flag(0, 0, slot, kmax, low, high, _BIG, code, self._err_buf)
             else:
                 flag(err, err[:1], slot, kmax, low, high, _BIG, code, err)
 
