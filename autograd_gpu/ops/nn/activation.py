@@ -94,19 +94,26 @@ def _log_softmax_backward_rule(cls, args, kwargs):
                  levels)
 
 
-class LogSoftmaxBackward(Function):
-    """grad - exp(y) * sum(grad) along dim, as one node; its own backward composes Tensor ops."""
+class _SoftmaxFamilyBackward(Function):
+    """The backward of a softmax along dim as one node, (grad, y, dim) -> the backend's kernel named ``kernel``
+    (log_softmax_backward, softmax_backward); each subclass gives its own backward (composed Tensor ops)."""
     batch_rule = _log_softmax_backward_rule
+    kernel = ""
 
-    @staticmethod
-    def arrays(ctx, g, y, dim):
-        return ctx.device.backend.log_softmax_backward(g, y, dim)
+    @classmethod
+    def arrays(cls, ctx, g, y, dim):
+        return getattr(ctx.device.backend, cls.kernel)(g, y, dim)
 
     @staticmethod
     def forward(ctx, grad, y, dim):
         ctx.dim = dim
         ctx.save_for_backward(grad, y)
-        return ctx.wrap(LogSoftmaxBackward.arrays(ctx, grad.data, y.data, dim))
+        return ctx.wrap(type(ctx).arrays(ctx, grad.data, y.data, dim))
+
+
+class LogSoftmaxBackward(_SoftmaxFamilyBackward):
+    """grad - exp(y) * sum(grad) along dim, for y = log_softmax(x)."""
+    kernel = "log_softmax_backward"
 
     @staticmethod
     def backward(ctx, gg):
@@ -134,20 +141,9 @@ class Softmax(Function):
         return SoftmaxBackward.of(ctx, grad, ctx.dim), None
 
 
-class SoftmaxBackward(Function):
-    """y * (grad - sum(grad * y)) along dim, for y = softmax(x), as one node (two launches on a GPU); its own
-    backward composes Tensor ops."""
-    batch_rule = _log_softmax_backward_rule
-
-    @staticmethod
-    def arrays(ctx, g, y, dim):
-        return ctx.device.backend.softmax_backward(g, y, dim)
-
-    @staticmethod
-    def forward(ctx, grad, y, dim):
-        ctx.dim = dim
-        ctx.save_for_backward(grad, y)
-        return ctx.wrap(SoftmaxBackward.arrays(ctx, grad.data, y.data, dim))
+class SoftmaxBackward(_SoftmaxFamilyBackward):
+    """y * (grad - sum(grad * y)) along dim, for y = softmax(x) (two launches on a GPU)."""
+    kernel = "softmax_backward"
 
     @staticmethod
     def backward(ctx, gg):
