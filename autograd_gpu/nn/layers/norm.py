@@ -9,29 +9,35 @@ from .. import functional as F
 __all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
 
 
+def _norm_state(m, num_features, eps, momentum, affine, track_running_stats, device, dtype):
+    """What batch and instance norm share (PyTorch's _NormBase): the settings, the weight and bias (ones and
+    zeros) when affine, the running statistics and batch count when tracked (else None, by name)."""
+    m.num_features, m.eps, m.momentum = num_features, eps, momentum
+    m.affine, m.track_running_stats = affine, track_running_stats
+    kw = {"device": device, "dtype": dtype}
+    if affine:
+        m.weight = Parameter(creation.ones(num_features, **kw))
+        m.bias = Parameter(creation.zeros(num_features, **kw))
+    else:
+        m.register_parameter("weight", None)
+        m.register_parameter("bias", None)
+    if track_running_stats:
+        m.register_buffer("running_mean", creation.zeros(num_features, **kw))
+        m.register_buffer("running_var", creation.ones(num_features, **kw))
+        m.register_buffer("num_batches_tracked", creation.zeros((), dtype=dtypes.int64, device=device))
+    else:
+        m.register_buffer("running_mean", None)
+        m.register_buffer("running_var", None)
+        m.register_buffer("num_batches_tracked", None)
+
+
 class _BatchNorm(Module):
     _dims: tuple[int, ...] = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  device=None, dtype=None):
         super().__init__()
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        kw = {"device": device, "dtype": dtype}
-        if affine:
-            self.weight = Parameter(creation.empty(num_features, **kw))
-            self.bias = Parameter(creation.empty(num_features, **kw))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", creation.zeros(num_features, **kw))
-            self.register_buffer("running_var", creation.ones(num_features, **kw))
-            self.register_buffer("num_batches_tracked", creation.zeros((), dtype=dtypes.int64, device=device))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _norm_state(self, num_features, eps, momentum, affine, track_running_stats, device, dtype)
         self.reset_parameters()
 
     def reset_running_stats(self):

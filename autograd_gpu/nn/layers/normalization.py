@@ -4,8 +4,8 @@ from ..module import Module
 from ..parameter import Parameter
 from .. import init
 from ... import creation
-from ... import dtypes
 from .. import functional as F
+from .norm import _norm_state
 
 __all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "LocalResponseNorm"]
 
@@ -47,23 +47,7 @@ class _InstanceNorm(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False,
                  device=None, dtype=None):
         super().__init__()
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        kw = {"device": device, "dtype": dtype}
-        if affine:
-            self.weight = Parameter(creation.ones(num_features, **kw))
-            self.bias = Parameter(creation.zeros(num_features, **kw))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", creation.zeros(num_features, **kw))
-            self.register_buffer("running_var", creation.ones(num_features, **kw))
-            self.register_buffer("num_batches_tracked", creation.zeros((), dtype=dtypes.int64, device=device))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        _norm_state(self, num_features, eps, momentum, affine, track_running_stats, device, dtype)
 
     def forward(self, x):
         d = self._dims
