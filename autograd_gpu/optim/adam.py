@@ -64,20 +64,9 @@ class Adam(Optimizer):
     def _reference_update(self, group):
         """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         (beta1, beta2), eps = group["betas"], group["eps"]
-        wd, amsgrad, maximize, decoupled = (group["weight_decay"], group["amsgrad"], group["maximize"],
-                                            group["decoupled_weight_decay"])
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.backend.xp
-            a, g = p.data, p.grad.data
-            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
-                a, g = real_view(a), real_view(g, writable=False)
-            if maximize:
-                g = -g
-            state = self.state[p]
-            if not state:
-                self._init_state(state, p, amsgrad)
+        wd, amsgrad, decoupled = group["weight_decay"], group["amsgrad"], group["decoupled_weight_decay"]
+        init = lambda state, p, group: self._init_state(state, p, amsgrad)    # noqa: E731
+        for p, xp, a, g, state in self._reference_params(group, init):
             # the step count lives on the host: under ag.compile every replay counts again (host_values)
             # the learning rate too: a scheduler's change needs no new trace
             step_size, bias2, decay = host_values(_count_step, state, group, dtype=a.dtype, device=p.device)
@@ -103,7 +92,6 @@ class Adam(Optimizer):
             xp.divide(m, tmp, out=tmp)
             tmp *= step_size
             a -= tmp
-            p._bump_version()
 
 
 def _count_step(state, group):

@@ -51,19 +51,9 @@ class RMSprop(Optimizer):
     def _reference_update(self, group):
         """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         lr, alpha, eps, wd = group["lr"], group["alpha"], group["eps"], group["weight_decay"]
-        momentum, centered, maximize = group["momentum"], group["centered"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            xp = p.device.backend.xp
-            a, g = p.data, p.grad.data
-            if a.dtype.kind == "c":                  # complex: each real and imaginary part on its own
-                a, g = real_view(a), real_view(g, writable=False)
-            if maximize:
-                g = -g
-            state = self.state[p]
-            if not state:
-                self._init_state(state, p, momentum, centered)
+        momentum, centered = group["momentum"], group["centered"]
+        init = lambda state, p, group: self._init_state(state, p, momentum, centered)    # noqa: E731
+        for p, xp, a, g, state in self._reference_params(group, init):
             host_values(_count_step, state)     # on the host: under ag.compile every replay counts again
             if wd != 0:
                 g = g + wd * a
@@ -91,7 +81,6 @@ class RMSprop(Optimizer):
                 xp.divide(g, avg, out=avg)
                 avg *= lr
                 a -= avg
-            p._bump_version()
 
 
 def _count_step(state):
