@@ -7,6 +7,7 @@ and top-k); at the end it saves the training and validation loss curves.
 
     python examples/char_lm.py [--model lstm|transformer] [--device cuda] [--steps 2000] [--minutes 5]
 """
+import math
 import os
 import random
 import time
@@ -200,6 +201,15 @@ def main(argv=None):
     print(f"{sum(p.numel() for p in model.parameters()):,} parameters")
     opt = optim.Adam(model.parameters(), lr=args.lr)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.steps, eta_min=args.lr / 10)
+    return fit(model, opt, sched, train, val, args, loss_of, evaluate,
+               lambda step: generate(model, args.prompt, args.sample_chars, args.temperature, args.top_k, seed=step),
+               f"character-level {args.model}")
+
+
+def fit(model, opt, sched, train, val, args, loss_of, evaluate, sample, title, perplexity=False):
+    """The training loop of the character models (this file's and llama_char.py's): clipped steps of ``opt``
+    and ``sched`` on random windows of ``train``; every ``args.sample_every`` steps the validation loss
+    (``evaluate``) and a sample (``sample(step)``); the curves saved to ``args.out``. Returns the summary."""
     rng = np.random.default_rng(args.seed)
     losses, val_steps, val_losses = [], [], []
     with Timer() as timer:
@@ -218,18 +228,22 @@ def main(argv=None):
             if step % args.sample_every == 0 or step == args.steps or out_of_time:
                 val_steps.append(step)
                 val_losses.append(evaluate(model, val, args.seq, args.batch_size, args.device))
-                sample = generate(model, args.prompt, args.sample_chars, args.temperature, args.top_k, seed=step)
+                ppl = f" (perplexity {math.exp(val_losses[-1]):.2f})" if perplexity else ""
                 say = getattr(bar, "write", print)          # tqdm's write keeps the bar intact
-                say(f"\n--- step {step}: train loss {losses[-1]:.3f}, validation loss {val_losses[-1]:.3f} ---\n"
-                      f"{sample}\n")
+                say(f"\n--- step {step}: train loss {losses[-1]:.3f}, validation loss {val_losses[-1]:.3f}{ppl} ---\n"
+                    f"{sample(step)}\n")
             if out_of_time:
                 break
+    ppl = f", perplexity {math.exp(val_losses[-1]):.2f}" if perplexity else ""
     print(f"{len(losses)} steps in {timer.seconds:.1f} s ({timer.seconds / len(losses) * 1e3:.0f} ms/step); "
-          f"validation loss {val_losses[-1]:.3f} nats/char")
+          f"validation loss {val_losses[-1]:.3f} nats/char{ppl}")
     if save_curves(args.out, {"training loss": (range(1, len(losses) + 1), losses),
-                              "validation loss": (val_steps, val_losses)}, f"character-level {args.model}"):
+                              "validation loss": (val_steps, val_losses)}, title):
         print(f"saved {args.out}")
-    return {"train_loss": losses[-1], "val_loss": val_losses[-1], "steps": len(losses), "seconds": timer.seconds}
+    out = {"train_loss": losses[-1], "val_loss": val_losses[-1], "steps": len(losses), "seconds": timer.seconds}
+    if perplexity:
+        out["perplexity"] = math.exp(val_losses[-1])
+    return out
 
 
 if __name__ == "__main__":

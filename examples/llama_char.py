@@ -11,12 +11,11 @@ saves the loss curves.
     python examples/llama_char.py [--device cuda] [--steps 450] [--top-k 20] [--top-p 0.9] [--smoke]
 """
 import math
-import time
 
 import numpy as np
 
-from _common import ag, parser, parse_args, progress, set_postfix, Timer, save_curves
-from char_lm import Vocab, batches, stdlib_text
+from _common import ag, parser, parse_args
+from char_lm import Vocab, batches, fit, stdlib_text
 from autograd_gpu import nn, optim
 import autograd_gpu.nn.functional as F
 
@@ -227,38 +226,10 @@ def main(argv=None):
     warmup = max(1, args.steps // 20)
     sched = optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(s, args.steps) / args.steps))))
-    rng = np.random.default_rng(args.seed)
-    losses, val_steps, val_losses = [], [], []
-    with Timer() as timer:
-        bar = progress(range(1, args.steps + 1), total=args.steps, desc="steps")
-        for step in bar:
-            xa, ya = batches(train, args.seq, args.batch_size, rng)
-            loss = loss_of(model, ag.tensor(xa, device=args.device), ag.tensor(ya, device=args.device))
-            opt.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
-            set_postfix(bar, loss=losses[-1])
-            out_of_time = args.minutes is not None and time.perf_counter() - timer.t0 > 60 * args.minutes
-            if step % args.sample_every == 0 or step == args.steps or out_of_time:
-                val_steps.append(step)
-                val_losses.append(evaluate(model, val, args.seq, args.batch_size, args.device))
-                sample = generate(model, args.prompt, args.sample_chars, args.temperature, args.top_k, args.top_p,
-                                  seed=step)
-                say = getattr(bar, "write", print)          # tqdm's write keeps the bar intact
-                say(f"\n--- step {step}: train loss {losses[-1]:.3f}, validation loss {val_losses[-1]:.3f} "
-                    f"(perplexity {math.exp(val_losses[-1]):.2f}) ---\n{sample}\n")
-            if out_of_time:
-                break
-    print(f"{len(losses)} steps in {timer.seconds:.1f} s ({timer.seconds / len(losses) * 1e3:.0f} ms/step); "
-          f"validation loss {val_losses[-1]:.3f} nats/char, perplexity {math.exp(val_losses[-1]):.2f}")
-    if save_curves(args.out, {"training loss": (range(1, len(losses) + 1), losses),
-                              "validation loss": (val_steps, val_losses)}, "Llama-style character model"):
-        print(f"saved {args.out}")
-    return {"train_loss": losses[-1], "val_loss": val_losses[-1], "perplexity": math.exp(val_losses[-1]),
-            "steps": len(losses), "seconds": timer.seconds}
+    return fit(model, opt, sched, train, val, args, loss_of, evaluate,
+               lambda step: generate(model, args.prompt, args.sample_chars, args.temperature, args.top_k,
+                                     args.top_p, seed=step),
+               "Llama-style character model", perplexity=True)
 
 
 if __name__ == "__main__":
