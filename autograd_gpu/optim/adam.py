@@ -1,7 +1,7 @@
 """Adam and AdamW (decoupled weight decay), with optional AMSGrad (PyTorch's update rule)."""
 import math
 
-from .optimizer import Optimizer, check_range, real_view
+from .optimizer import Optimizer, check_range, real_view, apply_weight_decay
 from .._trace_hooks import active, host_values
 from ..tensor import Tensor
 
@@ -70,11 +70,7 @@ class Adam(Optimizer):
             # the step count lives on the host: under ag.compile every replay counts again (host_values)
             # the learning rate too: a scheduler's change needs no new trace
             step_size, bias2, decay = host_values(_count_step, state, group, dtype=a.dtype, device=p.device)
-            if wd != 0:
-                if decoupled:
-                    a *= decay
-                else:
-                    g = g + wd * a
+            g = apply_weight_decay(a, g, wd, decoupled, decay)
             m, v = real_view(state["exp_avg"].data), real_view(state["exp_avg_sq"].data)
             m *= beta1
             m += (1 - beta1) * g

@@ -1,6 +1,6 @@
 """NAdam: Adam with Nesterov momentum and momentum decay (PyTorch's update rule)."""
 
-from .optimizer import Optimizer, real_view
+from .optimizer import Optimizer, real_view, apply_weight_decay
 from .adamax import _check_betas
 from .._trace_hooks import host_values
 
@@ -38,11 +38,7 @@ class NAdam(Optimizer):
         decoupled = group["decoupled_weight_decay"]
         for p, xp, a, g, state in self._reference_params(group, self._init_state):
             decay, bias2, c_grad, c_avg = host_values(_count_step, state, group, dtype=a.dtype, device=p.device)
-            if wd != 0:
-                if decoupled:
-                    a *= decay
-                else:
-                    g = g + wd * a
+            g = apply_weight_decay(a, g, wd, decoupled, decay)
             m, v = real_view(state["exp_avg"].data), real_view(state["exp_avg_sq"].data)
             m += (1 - beta1) * (g - m)
             v *= beta2

@@ -37,6 +37,18 @@ def real_view(a, writable=True):
     return a.reshape(-1).view(a.real.dtype)
 
 
+def apply_weight_decay(a, g, wd, decoupled, decay):
+    """The Adam family's weight decay on a parameter's array ``a`` and gradient ``g``: with ``decoupled``
+    (AdamW's) ``a`` scaled in place by ``decay`` (1 - lr wd, from the host), else ``wd * a`` added to ``g``.
+    Returns the gradient to use."""
+    if wd == 0:
+        return g
+    if decoupled:
+        a *= decay
+        return g
+    return g + wd * a
+
+
 def _copy_state_value(value, param):
     """A state entry from a state dict, copied onto ``param``'s device (floats cast to its dtype)."""
     if isinstance(value, Tensor):

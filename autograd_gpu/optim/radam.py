@@ -1,7 +1,7 @@
 """RAdam: Adam with a rectified adaptive learning rate (PyTorch's update rule)."""
 import math
 
-from .optimizer import Optimizer, real_view
+from .optimizer import Optimizer, real_view, apply_weight_decay
 from .adamax import _check_betas
 from .._trace_hooks import host_values
 
@@ -39,11 +39,7 @@ class RAdam(Optimizer):
             # both branches as one expression (the host picks the coefficients; under ag.compile the
             # program stays one): p -= m * (adaptive / (sqrt(v) + eps) + plain)
             decay, adaptive, plain = host_values(_count_step, state, group, dtype=a.dtype, device=p.device)
-            if wd != 0:
-                if decoupled:
-                    a *= decay
-                else:
-                    g = g + wd * a
+            g = apply_weight_decay(a, g, wd, decoupled, decay)
             m, v = real_view(state["exp_avg"].data), real_view(state["exp_avg_sq"].data)
             m += (1 - beta1) * (g - m)
             v *= beta2
