@@ -20,6 +20,18 @@ def _tuple(v, n, what, name="argument", minimum=None):
     return t
 
 
+def _check_channels(name, in_channels, out_channels, groups, padding_mode):
+    """The checks a convolution layer (plain or transposed) makes of its channel counts and padding mode."""
+    for what, v in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{name}: expected {what} to be a positive int, got {v!r}")
+    if in_channels % groups or out_channels % groups:
+        raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
+                         f"divisible by groups ({groups})")
+    if padding_mode != "zeros":
+        raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+
+
 class _ConvNd(Module):
     _n = 0
 
@@ -27,14 +39,7 @@ class _ConvNd(Module):
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         name, n = type(self).__name__, self._n
-        for what, v in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name}: expected {what} to be a positive int, got {v!r}")
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
-                             f"divisible by groups ({groups})")
-        if padding_mode != "zeros":
-            raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        _check_channels(name, in_channels, out_channels, groups, padding_mode)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = _tuple(kernel_size, n, name, "kernel_size", 1)
         self.stride = _tuple(stride, n, name, "stride", 1)

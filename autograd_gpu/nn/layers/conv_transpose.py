@@ -5,7 +5,7 @@ from ..parameter import Parameter
 from .. import init
 from ... import creation
 from .. import functional as F
-from .conv import _ConvNd, _tuple
+from .conv import _ConvNd, _check_channels, _tuple
 
 __all__ = ["ConvTranspose1d", "ConvTranspose2d", "Conv3d"]
 
@@ -25,14 +25,7 @@ class _ConvTransposeNd(Module):
                  bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         name, n = type(self).__name__, self._n
-        for what, v in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name}: expected {what} to be a positive int, got {v!r}")
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
-                             f"divisible by groups ({groups})")
-        if padding_mode != "zeros":
-            raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+        _check_channels(name, in_channels, out_channels, groups, padding_mode)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = _tuple(kernel_size, n, name, "kernel_size", 1)
         self.stride = _tuple(stride, n, name, "stride", 1)
