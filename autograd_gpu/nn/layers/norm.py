@@ -9,15 +9,19 @@ from .. import functional as F
 __all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
 
 
-def _norm_state(m, num_features, eps, momentum, affine, track_running_stats, device, dtype):
+def _norm_state(m, num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=True):
     """What batch and instance norm share (PyTorch's _NormBase): the settings, the weight and bias (ones and
-    zeros) when affine, the running statistics and batch count when tracked (else None, by name)."""
+    zeros) when affine (no bias when ``bias=False``), the running statistics and batch count when tracked (else
+    None, by name)."""
     m.num_features, m.eps, m.momentum = num_features, eps, momentum
     m.affine, m.track_running_stats = affine, track_running_stats
     kw = {"device": device, "dtype": dtype}
     if affine:
         m.weight = Parameter(creation.ones(num_features, **kw))
-        m.bias = Parameter(creation.zeros(num_features, **kw))
+        if bias:
+            m.bias = Parameter(creation.zeros(num_features, **kw))
+        else:
+            m.register_parameter("bias", None)
     else:
         m.register_parameter("weight", None)
         m.register_parameter("bias", None)
@@ -35,9 +39,9 @@ class _BatchNorm(Module):
     _dims: tuple[int, ...] = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
-                 device=None, dtype=None):
+                 device=None, dtype=None, *, bias=True):
         super().__init__()
-        _norm_state(self, num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        _norm_state(self, num_features, eps, momentum, affine, track_running_stats, device, dtype, bias)
         self.reset_parameters()
 
     def reset_running_stats(self):
@@ -52,7 +56,8 @@ class _BatchNorm(Module):
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def forward(self, x):
         if x.ndim not in self._dims:

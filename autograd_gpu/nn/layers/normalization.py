@@ -13,7 +13,7 @@ __all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "LocalRes
 class GroupNorm(Module):
     """Normalise (N, C, *) over groups of C / num_groups channels; weight and bias (C,) per channel."""
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
         super().__init__()
         if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups <= 0 or \
                 num_channels % num_groups:
@@ -23,7 +23,10 @@ class GroupNorm(Module):
         kw = {"device": device, "dtype": dtype}
         if affine:
             self.weight = Parameter(creation.ones(num_channels, **kw))
-            self.bias = Parameter(creation.zeros(num_channels, **kw))
+            if bias:
+                self.bias = Parameter(creation.zeros(num_channels, **kw))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -32,7 +35,8 @@ class GroupNorm(Module):
         """Weight back to ones and bias to zeros (PyTorch's initialisation)."""
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def forward(self, x):
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -45,9 +49,9 @@ class _InstanceNorm(Module):
     _dims = 0
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False,
-                 device=None, dtype=None):
+                 device=None, dtype=None, *, bias=True):
         super().__init__()
-        _norm_state(self, num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        _norm_state(self, num_features, eps, momentum, affine, track_running_stats, device, dtype, bias)
 
     def forward(self, x):
         d = self._dims
