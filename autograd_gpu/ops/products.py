@@ -1,12 +1,17 @@
 """Products as PyTorch names them: mm, bmm, mv, addmm, addmv, baddbmm (beta, alpha), kron, cross, cdist,
-inner, vdot. All are composed from matmul, tensordot and elementwise ops: differentiable to any order,
-batched by vmap through those ops, with PyTorch's shape checks and errors up front.
+inner, vdot. All are composed from matmul, tensordot and elementwise ops (but cdist's p = 0 count, a
+Function with PyTorch's zero gradient): differentiable to any order, batched by vmap through those ops,
+with PyTorch's shape checks and errors up front.
 """
 import builtins
 import math
 
+from ..autograd.function import Function
+from ..autograd.grad_mode import no_grad
+from ..tensor import Tensor
 from .linalg import matmul, tensordot, _operands
-from .elementwise import _cj, where, abs, sqrt, not_equal
+from .elementwise import _cj, where, abs, sqrt, equal, logical_and, isfinite
+from . import batching
 from .reduction import sum, max as amax
 from .shape import roll, broadcast_shapes, broadcast_to
 from ._util import normalize_dim
@@ -147,6 +152,23 @@ def cross(input, other, dim=None):
     return roll(a, -1, d) * roll(b, -2, d) - roll(a, -2, d) * roll(b, -1, d)
 
 
+class CountNonzero(Function):
+    """cdist's p = 0 distances: the count of nonzero coordinates along the last dim, with PyTorch's zero
+    gradient (the result stays in the graph). vmap: the reduction is over the last dim, which the batch
+    dims in front leave in place, so the elementwise rule applies it once."""
+    _array_forward = True
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def forward(ctx, d):
+        ctx.shape = d.data.shape
+        return ctx.wrap((d.data != 0).sum(-1).astype(d.data.dtype))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return Tensor._make(grad.device.backend.xp.zeros(ctx.shape, dtype=grad.data.dtype), grad.device)
+
+
 def _cdist_ref(np, a, b, p=2.0):
     d = a[..., :, None, :] - b[..., None, :, :]
     if p == 0:
@@ -163,7 +185,7 @@ def _cdist_ref(np, a, b, p=2.0):
     OpTest((((3, 4), (5, 4)),), op=lambda a, b: cdist(a, b, p=math.inf), name="cdist_pinf",
            ref=lambda np, a, b: _cdist_ref(np, a, b, np.inf)),
     OpTest((((3, 4), (5, 4)),), op=lambda a, b: cdist(a, b, p=0.0), ref=lambda np, a, b: _cdist_ref(np, a, b, 0),
-           name="cdist_p0", grad=False, gradgrad=False)))
+           name="cdist_p0")))
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """p-norm distances between the rows of x1 (*, P, M) and of x2 (*, R, M): (*, P, R), batch dims
     broadcast. p >= 0 (0 counts differing coordinates, inf is the largest); the gradient at a zero distance
@@ -182,9 +204,16 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         raise ValueError(f"cdist: unknown compute_mode {compute_mode!r}")
     d = a.unsqueeze(-2) - b.unsqueeze(-3)                    # (*, P, R, M)
     if p == 0:
-        return sum(not_equal(d, 0), -1).to(dtype=d.dtype)
+        return CountNonzero.apply(d)
     if p == math.inf:
-        return amax(abs(d), -1)
+        # PyTorch's gradient: every coordinate at the maximum gets the whole gradient (times its sign), ties
+        # are not split: the maximum as a constant plus each tied |d| minus itself (0, but differentiable)
+        ad = abs(d)
+        with no_grad():
+            m = amax(ad, -1, keepdim=True)
+            tie = logical_and(equal(ad, m), isfinite(m))
+            m_finite = where(isfinite(m), m, 0.0)
+        return m.squeeze(-1) + sum(where(tie, ad - m_finite, 0.0), -1)
     if p == 1:
         return sum(abs(d), -1)
     if p == 2:

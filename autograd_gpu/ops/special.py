@@ -11,7 +11,7 @@ import math
 from typing import Callable
 
 from ..autograd.function import Function
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import no_grad, is_grad_enabled as grad_enabled
 from ..tensor import Tensor
 from ..dtypes import get_default_dtype, bfloat16
 from ._util import as_tensor
@@ -296,25 +296,69 @@ def remainder(input, other):
 # --------------------------------------------------------------------------- constants of the graph
 
 
-@register(method=("trunc", "fix"), aliases=("fix",), tests=OpTest(UNARY, ref="np.trunc", domain=(-4.0, 4.0),
-                                                                  **_NO_GRAD))
+class Trunc(Function):
+    """trunc with PyTorch's derivative: a zero gradient (the result stays in the graph, unlike a constant)."""
+    _array_forward = True
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.wrap(ctx.xp.trunc(x.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _zeros(grad)
+
+
+def _zeros(like):
+    """A zero gradient of like's shape and dtype (PyTorch's zeros_like: 0 even where like is NaN)."""
+    return Tensor._make(like.device.backend.xp.zeros(like.data.shape, dtype=like.data.dtype), like.device)
+
+
+@register(method=("trunc", "fix"), aliases=("fix",), tests=OpTest(
+    UNARY, ref="np.trunc", domain=(-4.0, 4.0), avoid=(-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0)))
 def trunc(x):
-    """x rounded toward zero, elementwise (x's dtype; a constant to the graph, as floor and ceil)."""
+    """x rounded toward zero, elementwise (x's dtype); its gradient is 0, as PyTorch's."""
     x = as_tensor(x, "trunc")
     if x.dtype.kind == "c":
         raise TypeError(f"trunc: expected a real tensor, got {x.dtype}")
-    return _unary_constant("trunc", x, "trunc")
+    if x.dtype.kind != "f" and x.dtype is not bfloat16:
+        return _unary_constant("trunc", x, "trunc")
+    return Trunc.apply(x)
 
 
-@register(method=True, tests=OpTest((((2, 3), (2, 3)), ((3,), (1,))), ref=lambda np, x, v: np.heaviside(np.round(x), v),
-                                    op=lambda x, v: heaviside(x.round(), v), **_NO_GRAD))
+class Heaviside(Function):
+    """heaviside while gradients are recorded: the result is in the graph, and backward through it raises,
+    as PyTorch's (whose derivative is not implemented) does, rather than treating it as a constant."""
+    _array_forward = True
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def forward(ctx, x, v):
+        return ctx.wrap(ctx.xp.heaviside(x.data, v.data))
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("heaviside: the derivative of heaviside is not implemented (PyTorch's is not either); "
+                           "use a smooth step such as sigmoid(k * x) to differentiate through a step")
+
+
+@register(method=True, tests=OpTest(
+    (((2, 3), (2, 3)), ((3,), (1,))), ref=lambda np, x, v: np.heaviside(np.round(x), v),
+    op=lambda x, v: heaviside(x.round(), v),
+    **_NO_GRAD))     # backward raises, as PyTorch's: tests/test_grad_audit.py checks the error
 def heaviside(input, values):
-    """0 where input < 0, 1 where input > 0, ``values`` where input == 0 (not differentiable, as PyTorch's)."""
+    """0 where input < 0, 1 where input > 0, ``values`` where input == 0 (backward raises, as PyTorch's).
+    Its derivative is not implemented (PyTorch's is not either): a recorded result raises in backward."""
     for v in (input, values):
         if isinstance(v, Tensor) and v.dtype.kind == "c":
             raise TypeError(f"heaviside: expected real tensors, got {v.dtype}")
     if not isinstance(values, Tensor):
         raise TypeError(f"heaviside: expected values as a Tensor, got {type(values).__name__}")
+    if isinstance(input, Tensor) and (input.requires_grad or values.requires_grad) and grad_enabled():
+        a, b = _tensor_pair(input, values, "heaviside")
+        if a.dtype == b.dtype:
+            return Heaviside.apply(a, b)
     return _constant("heaviside", input, values, "heaviside")
 
 
@@ -422,12 +466,33 @@ def xlogy(input, other):
     return Xlogy.apply(*_pair(input, other, "xlogy", floating=True))
 
 
+class Copysign(Function):
+    """copysign with PyTorch's derivatives: result / input for input (0 where input is 0) and a zero
+    gradient for other (in the graph, not None)."""
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def forward(ctx, a, b):
+        xp = ctx.xp
+        out = xp.copysign(a.data, b.data)
+        if ctx.needs_input_grad[0]:
+            # PyTorch's ratio result / input (a constant of the graph: its derivative in input is 0): +-1 by
+            # the two sign bits, 0 where input is 0 and NaN where it is infinite or NaN (inf / inf), without warnings
+            ratio = xp.where(xp.signbit(out) == xp.signbit(a.data), xp.ones((), out.dtype), -xp.ones((), out.dtype))
+            ratio = xp.where(a.data == 0, xp.zeros((), out.dtype), ratio)
+            ctx.ratio = xp.where(~xp.isfinite(a.data), xp.full((), xp.nan, dtype=out.dtype), ratio)
+        return ctx.wrap(out)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _grads(ctx, lambda: grad * ctx.wrap(ctx.ratio), lambda: _zeros(grad))
+
+
 @register(method=True, tests=OpTest(BINARY, ref="np.copysign", avoid=(0.0,)))
 def copysign(input, other):
-    """|input| with the sign of other (its sign bit: -0.0 counts as negative), elementwise."""
-    a, b = _pair(input, other, "copysign", floating=True)
-    negative = _unary_constant("signbit", b, "copysign")      # -0.0 included
-    return where(negative, -abs(a), abs(a))
+    """|input| with the sign of other (its sign bit: -0.0 counts as negative), elementwise; 0 gradient for other.
+    The gradient for input is PyTorch's result / input (0 where input is 0)."""
+    return Copysign.apply(*_pair(input, other, "copysign", floating=True))
 
 
 @register(method=True, tests=(     # log of [-2, 2]: NaN below 0, -inf at 0 (kept away: finite differences)

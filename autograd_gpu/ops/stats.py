@@ -10,6 +10,7 @@ import builtins
 import math
 from collections import namedtuple
 
+from ..autograd.function import Function
 from ..autograd.grad_mode import no_grad
 from ..tensor import Tensor
 from ..dtypes import is_floating, get_default_dtype
@@ -19,6 +20,7 @@ from .elementwise import (where, isnan, isfinite, abs, sqrt, clamp, equal, not_e
                           less_equal, logical_not)
 from .reduction import sum, mean, var, max as amax, min as amin, all as all_
 from .registry import register, OpTest
+from . import batching
 
 aminmax_result = namedtuple("aminmax", ["min", "max"])  # type: ignore[name-match]  # PyTorch's name, torch.return_types.aminmax
 aminmax_result.__doc__ = "What aminmax returns: the named tuple (min, max), as torch.return_types.aminmax."
@@ -92,6 +94,23 @@ def _with_nans(x):
     return where(equal(idx % 3, 1), math.nan, x)
 
 
+class NanToZero(Function):
+    """NaNs replaced by 0, with PyTorch's nansum derivative: the gradient times the not-NaN mask (a product,
+    not a selection, so an infinite gradient, such as nanmean's over an all-NaN slice, gives NaN there)."""
+    _array_forward = True
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def forward(ctx, x):
+        keep = ~ctx.xp.isnan(x.data)
+        ctx.keep = keep
+        return ctx.wrap(ctx.xp.where(keep, x.data, ctx.xp.zeros((), x.data.dtype)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.wrap(ctx.keep.astype(grad.data.dtype))
+
+
 @register(method=True, tests=(
     OpTest((((3, 4),), ((0, 3),), ((),)), op=lambda x: nansum(_with_nans(x)),
            ref=lambda np, a: np.nansum(_nan_arrays(np, a))),
@@ -103,7 +122,7 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     if x.dtype.kind == "c":
         raise TypeError(f"nansum: expected a real tensor, got {x.dtype}")
     if is_floating(x.dtype):
-        x = where(isnan(x), 0.0, x)
+        x = NanToZero.apply(x)
     return sum(x, dim=_dims(x, dim, "nansum"), keepdim=keepdim, dtype=dtype)
 
 
@@ -112,7 +131,8 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
            ref=lambda np, a: np.nanmean(_nan_arrays(np, a))),
     OpTest((((3, 4),),), op=lambda x: x.nanmean(0), name="nanmean_dim", ref=lambda np, a: np.nanmean(a, 0))))
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
-    """Mean over ``dim`` of the elements that are not NaN (NaN where all are)."""
+    """Mean over ``dim`` of the elements that are not NaN (NaN where all are, and its gradient there too).
+    The all-NaN slice's NaN gradient is PyTorch's (nansum's gradient is the mask times 1 / 0)."""
     x = as_tensor(input, "nanmean")
     if not is_floating(x.dtype):
         raise TypeError(f"nanmean: expected a floating point tensor, got {x.dtype}")

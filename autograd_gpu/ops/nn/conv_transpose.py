@@ -304,7 +304,8 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     wd_ = win.detach()
     hit = ((wd_ == wd_.amax(dim=-1, keepdim=True)).to(dtype=int64) + (wd_ != wd_).to(dtype=int64)) > 0
     pos = Tensor._make(xp.arange(kh * kw), x.device)
-    first = where(hit, pos, Tensor._make(xp.asarray(kh * kw), x.device)).amin(dim=-1, keepdim=True)
+    past = Tensor._make(xp.full((), kh * kw, dtype=pos.data.dtype), x.device)     # a fill, not a host copy
+    first = where(hit, pos, past).amin(dim=-1, keepdim=True)
     pick = first == pos                                      # one-hot over each window's taps
     y = where(pick, win, Tensor._make(xp.zeros((), dtype=win.data.dtype), x.device)).sum(dim=-1)
     if unbatched:

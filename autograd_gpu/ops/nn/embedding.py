@@ -5,7 +5,7 @@ from ...autograd.function import Function
 from ...tensor import Tensor
 from ..elementwise import mul, where
 from ..linalg import matmul
-from ..indexing import IndexAddInto
+from ..indexing import IndexAddInto, gather
 from .._util import as_tensor
 from .. import batching
 from ..registry import register, OpTest
@@ -136,7 +136,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     (B, L) is B bags of L indices, or 1-D input with offsets (the start of each bag; include_last_offset:
     the last entry is the end). padding_idx entries are left out (and out of the mean's count); empty
     bags give zeros; per_sample_weights (mode "sum" only) scale each index's row. One (B, n) bag matrix
-    for the whole batch: sum and mean are a matrix product, max a masked maximum."""
+    for the whole batch: sum and mean are a matrix product, max a masked argmax (the gradient goes to
+    each bag's first maximum per column, ties not split, as PyTorch's)."""
     op = "embedding_bag"
     w = _float_tensor(weight, op, "weight")
     if w.ndim != 2:
@@ -182,10 +183,11 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if padding_idx is not None:
         member &= (flat.data != padding_idx)[None, :]
     count = member.sum(axis=1, keepdims=True)
-    if mode == "max":
-        neg = Tensor._make(xp.asarray(-xp.inf, dtype=w.dtype), w.device)
-        m = Tensor._make(member[:, :, None], w.device)
-        y = where(m, emb.unsqueeze(0), neg).amax(dim=1)
+    if mode == "max" and flat.shape[0]:
+        # each bag's first maximum per column, as PyTorch's: that one row gets the gradient (ties are not
+        # split); an argmax over the (B, n, D) masked rows and one gather, on the device
+        masked = xp.where(member[:, :, None], emb.data[None], xp.full((), -xp.inf, dtype=emb.data.dtype))
+        y = gather(emb, 0, Tensor._make(masked.argmax(axis=1), w.device))
         return where(Tensor._make(count > 0, w.device), y, Tensor._make(xp.zeros((), w.dtype), w.device))
     if per_sample_weights is not None:
         emb = emb * psw.reshape(-1, 1)
