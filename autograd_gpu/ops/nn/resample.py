@@ -1,17 +1,20 @@
 """nn.functional's resampling and rearranging ops: pad (constant, reflect, replicate, circular), interpolate
-(nearest, linear, bilinear, bicubic, trilinear), pixel_shuffle / pixel_unshuffle, unfold / fold, grid_sample
+(nearest, nearest-exact, linear, bilinear, bicubic, trilinear, area, lanczos; antialias), pixel_shuffle / pixel_unshuffle, unfold / fold, grid_sample
 and affine_grid.
 
 Each is composed from recorded ops whose Functions hold the math and the vmap rules (index_select, matmul,
 gather, the convolution primitives), so gradients of any order and vmap come with them:
 
 - the non-constant pads are one index_select per padded dim (reflected, clamped or wrapped indices);
-- interpolate's linear modes are separable: one (out, in) interpolation matrix per spatial dim, applied by a
-  matrix product along that dim (its gradient is the transposed product); nearest is one index_select per dim;
+- interpolate's linear, cubic, area and antialias modes are separable: one (out, in) resampling matrix per
+  spatial dim (interpolation taps, adaptive-average windows or the normalised antialias filter), applied by a
+  matrix product along that dim (its gradient is the transposed product); the nearest modes are one
+  index_select per dim;
 - unfold is a grouped convolution with one-hot kernels (one output channel per channel and kernel tap, in
   PyTorch's (C, kh, kw) order) and fold, its adjoint, the transposed convolution with the same kernels;
-- grid_sample gathers the corner values of each sample point from the flattened input (one gather per
-  corner for the whole batch) and weights them with recorded ops of the grid (gradient to the grid too).
+- grid_sample (4-D and 5-D) gathers the corner values of each sample point from the flattened input (one
+  gather per corner, 4 bilinear, 8 trilinear, 16 bicubic, for the whole batch) and weights them with
+  recorded ops of the grid (gradient to the grid too).
 """
 from ...tensor import Tensor
 from ...dtypes import float32, bfloat16, int64
@@ -21,7 +24,7 @@ from ..batching import _union, _expand, _bsizes, _wrap
 from ...autograd.function import Function
 from ..linalg import matmul
 from ..elementwise import where, round as round_
-from ..registry import register, OpTest
+from ..registry import register, OpTest, OpTestOptions
 from ._args import _float_tensor, _pair
 from .._util import as_tensor
 from . import conv_transpose as _ct
@@ -106,12 +109,15 @@ def pad(input, pad, mode="constant", value=None):
 
 
 # --------------------------------------------------------------------------- interpolate
-_MODES = {"nearest": None, "linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+# mode -> the number of spatial dims it takes (None: 1 to 3)
+_MODES = {"nearest": None, "nearest-exact": None, "area": None, "linear": 1, "bilinear": 2, "bicubic": 2,
+          "trilinear": 3, "lanczos": 2}
+_AA_TAPS = {"bilinear": 2, "bicubic": 4, "lanczos": 6}          # the filter's width at scale 1 (interp_size)
 
 
 def _out_sizes(op, x, size, scale_factor, nd):
     spatial = x.shape[2:]
-    if (size is None) == (scale_factor is None):
+    if size is not None and scale_factor is not None:
         raise ValueError(f"{op}: expected exactly one of size and scale_factor, got size={size!r} and "
                          f"scale_factor={scale_factor!r}")
     if size is not None:
@@ -120,6 +126,8 @@ def _out_sizes(op, x, size, scale_factor, nd):
             raise ValueError(f"{op}: expected size as a positive int or {nd} of them for an input of shape "
                              f"{x.shape}, got {size!r}")
         return sizes, (None,) * nd
+    if scale_factor is None:
+        raise ValueError(f"{op}: expected exactly one of size and scale_factor, got neither")
     sf = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
     if len(sf) != nd or any(isinstance(s, bool) or not isinstance(s, (int, float)) or s <= 0 for s in sf):
         raise ValueError(f"{op}: expected scale_factor as a positive number or {nd} of them for an input of "
@@ -130,14 +138,28 @@ def _out_sizes(op, x, size, scale_factor, nd):
     return sizes, tuple(float(s) for s in sf)
 
 
+def _nearest_scale(xp, n, out, sf):
+    """PyTorch's compute_scales_value in float32: 1 / scale_factor when given, else n / out."""
+    return xp.float32(1.0 / sf) if sf is not None else xp.float32(n) / xp.float32(out)
+
+
 def _nearest_index(xp, n, out, sf):
-    """PyTorch's nearest source index: floor(dst * scale) in float32, clamped to n - 1."""
+    """PyTorch's nearest source index: floor(dst * scale) in float32, clamped to n - 1 (out == n, and
+    out == 2 n from a size, exactly)."""
     if out == n:
         return xp.arange(n)
     if out == 2 * n and sf is None:
         return xp.arange(out) // 2
-    scale = xp.float32(n / out if sf is None else 1.0 / sf)
+    scale = _nearest_scale(xp, n, out, sf)
     return xp.minimum(xp.floor(xp.arange(out, dtype=xp.float32) * scale).astype(xp.int64), n - 1)
+
+
+def _nearest_exact_index(xp, n, out, sf):
+    """PyTorch's nearest-exact source index: floor((dst + 0.5) * scale), the product in float64 rounded to
+    float32 (floorf of a double), clamped to n - 1."""
+    scale = float(_nearest_scale(xp, n, out, sf))
+    src = ((xp.arange(out, dtype=xp.float64) + 0.5) * scale).astype(xp.float32)
+    return xp.minimum(xp.floor(src).astype(xp.int64), n - 1)
 
 
 def _source(xp, n, out, sf, align_corners, cubic, dtype):
@@ -180,6 +202,50 @@ def _interp_matrix(xp, n, out, sf, mode, align_corners, dtype):
     return m
 
 
+def _aa_filter(xp, mode, u, dtype):
+    """PyTorch's antialias filters of |u|: the triangle, Keys' cubic with a = -0.5 (PIL's, not the -0.75 of
+    plain bicubic) and Lanczos-3."""
+    u = xp.abs(u)
+    if mode == "bilinear":
+        return xp.maximum(1 - u, dtype(0))
+    if mode == "bicubic":
+        a = dtype(-0.5)
+        near = ((a + 2) * u - (a + 3)) * u * u + 1
+        far = ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+        return xp.where(u < 1, near, xp.where(u < 2, far, dtype(0)))
+    return xp.where(u < 3, xp.sinc(u) * xp.sinc(u / dtype(3)), dtype(0))
+
+
+def _aa_matrix(xp, n, out, sf, mode, align_corners, dtype):
+    """(out, n) matrix of PyTorch's separable antialias resampling (_upsample_*2d_aa): output i is centred at
+    scale * (i + 0.5) in input pixel units; when downsampling (scale > 1) the filter is stretched by the scale
+    (support interp_size / 2 * scale, argument divided by the scale); the taps inside [center - support,
+    center + support) (bounds truncated as PyTorch's int cast, clipped to the input) are normalised to sum 1."""
+    if align_corners:
+        scale = (n - 1) / (out - 1) if out > 1 else 0.0
+    else:
+        scale = n / out if sf is None else 1.0 / sf
+    support = _AA_TAPS[mode] * 0.5 * (scale if scale >= 1.0 else 1.0)
+    inv = 1.0 / scale if scale >= 1.0 else 1.0
+    center = dtype(scale) * (xp.arange(out, dtype=dtype).reshape(out, 1) + dtype(0.5))
+    lo = xp.maximum(xp.trunc(center - dtype(support) + dtype(0.5)), dtype(0))
+    hi = xp.minimum(xp.trunc(center + dtype(support) + dtype(0.5)), dtype(n))
+    j = xp.arange(n, dtype=dtype).reshape(1, n)
+    w = _aa_filter(xp, mode, (j - center + dtype(0.5)) * dtype(inv), dtype) * ((j >= lo) & (j < hi))
+    total = w.sum(axis=1, keepdims=True)
+    return w / xp.where(total == 0, dtype(1), total)
+
+
+def _area_matrix(xp, n, out, dtype):
+    """(out, n) matrix of adaptive average pooling along one dim: output i averages the inputs
+    floor(i n / out) .. ceil((i + 1) n / out) - 1."""
+    i = xp.arange(out).reshape(out, 1)
+    lo = (i * n) // out
+    hi = ((i + 1) * n + out - 1) // out
+    j = xp.arange(n).reshape(1, n)
+    return ((j >= lo) & (j < hi)).astype(dtype) / (hi - lo).astype(dtype)
+
+
 def _along(x, d, m):
     """x with the (out, n) matrix m applied along dim d."""
     if d == x.ndim - 1:
@@ -198,6 +264,14 @@ def _interp_ref(np, a, sizes, mode, align_corners=False, sf=None):
             if mode == "nearest":
                 j = min(int(np.floor(np.float32(i) * np.float32(n / o))), n - 1)
                 rows.append(np.take(out, j, axis=d))
+                continue
+            if mode == "nearest-exact":
+                j = min(int(np.floor(np.float32((i + 0.5) * float(np.float32(n) / np.float32(o))))), n - 1)
+                rows.append(np.take(out, j, axis=d))
+                continue
+            if mode == "area":
+                lo, hi = (i * n) // o, -(-(i + 1) * n // o)
+                rows.append(np.take(out, range(lo, hi), axis=d).mean(axis=d))
                 continue
             if align_corners:
                 src = i * ((n - 1) / (o - 1) if o > 1 else 0.0)
@@ -218,6 +292,39 @@ def _interp_ref(np, a, sizes, mode, align_corners=False, sf=None):
     return out.astype(a.dtype)
 
 
+def _aa_ref(np, a, sizes, mode, align_corners=False, sfs=(None, None)):
+    """NumPy reference of antialias=True, as PyTorch's C loop (_compute_indices_min_size_weights_aa): per
+    output position its centre, its window of taps and their normalised filter weights."""
+    def filt(u):
+        u = abs(u)
+        if mode == "bilinear":
+            return max(1 - u, 0.0)
+        if mode == "bicubic":
+            c = -0.5
+            return ((c + 2) * u - (c + 3)) * u * u + 1 if u < 1 else (
+                ((c * u - 5 * c) * u + 8 * c) * u - 4 * c if u < 2 else 0.0)
+        return float(np.sinc(u) * np.sinc(u / 3)) if u < 3 else 0.0
+
+    out = a.astype(np.float64)
+    for k, (o, sf) in enumerate(zip(sizes, sfs)):
+        d = a.ndim - len(sizes) + k
+        n = out.shape[d]
+        scale = ((n - 1) / (o - 1) if o > 1 else 0.0) if align_corners else (n / o if sf is None else 1 / sf)
+        support = _AA_TAPS[mode] * 0.5 * max(scale, 1.0)
+        inv = 1 / scale if scale >= 1 else 1.0
+        rows = []
+        for i in range(o):
+            center = scale * (i + 0.5)
+            lo = max(int(center - support + 0.5), 0)
+            size = min(int(center + support + 0.5), n) - lo
+            ws = [filt((j + lo - center + 0.5) * inv) for j in range(size)]
+            total = sum(ws)
+            ws = [w / total for w in ws] if total != 0 else ws
+            rows.append(sum(w * np.take(out, lo + j, axis=d) for j, w in enumerate(ws)))
+        out = np.stack(rows, axis=d)
+    return out.astype(a.dtype)
+
+
 @register(namespace="nn.functional", tests=(
     OpTest((((2, 3, 4, 5),),), ref=lambda np, a: _interp_ref(np, a, (7, 3), "nearest"),
            op=lambda x: interpolate(x, size=(7, 3)), name="interpolate_nearest"),
@@ -229,30 +336,57 @@ def _interp_ref(np, a, sizes, mode, align_corners=False, sf=None):
     OpTest((((1, 2, 4, 3),),), ref=lambda np, a: _interp_ref(np, a, (8, 6), "bilinear"),
            op=lambda x: interpolate(x, scale_factor=2, mode="bilinear"), name="interpolate_bilinear_scale", tol=_F32),
     OpTest((((1, 2, 4, 5),),), ref=lambda np, a: _interp_ref(np, a, (7, 3), "bicubic"),
-           op=lambda x: interpolate(x, size=(7, 3), mode="bicubic"), name="interpolate_bicubic", tol=_F32)),
-    doc="Resize the spatial dims to size or by scale_factor: nearest, linear, bilinear, bicubic, trilinear.")
+           op=lambda x: interpolate(x, size=(7, 3), mode="bicubic"), name="interpolate_bicubic", tol=_F32),
+    OpTest((((1, 2, 7, 6),),), ref=lambda np, a: _aa_ref(np, a, (3, 4), "bilinear"),
+           op=lambda x: interpolate(x, size=(3, 4), mode="bilinear", antialias=True),
+           name="interpolate_bilinear_antialias", tol=_F32),
+    OpTest((((1, 2, 5, 7),),), ref=lambda np, a: _aa_ref(np, a, (2, 9), "bicubic", True),
+           op=lambda x: interpolate(x, size=(2, 9), mode="bicubic", align_corners=True, antialias=True),
+           name="interpolate_bicubic_antialias_align", tol=_F32),
+    OpTest((((1, 1, 8, 5),),), ref=lambda np, a: _aa_ref(np, a, (3, 2), "lanczos", False, (0.4, 0.4)),
+           op=lambda x: interpolate(x, scale_factor=0.4, mode="lanczos", antialias=True),
+           name="interpolate_lanczos", tol=_F32),
+    OpTest((((2, 3, 7),), ((1, 2, 5, 4, 3),)), ref=lambda np, a: _interp_ref(np, a, (3,) * (a.ndim - 2), "area"),
+           op=lambda x: interpolate(x, size=3, mode="area"), name="interpolate_area", tol=_F32),
+    OpTest((((2, 3, 4, 5),),), ref=lambda np, a: _interp_ref(np, a, (7, 3), "nearest-exact"),
+           op=lambda x: interpolate(x, size=(7, 3), mode="nearest-exact"), name="interpolate_nearest_exact")),
+    doc="Resize the spatial dims to size or by scale_factor: nearest, nearest-exact, linear, bilinear, bicubic, "
+        "trilinear, area, lanczos; antialias for bilinear, bicubic and lanczos.")
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """PyTorch's F.interpolate over the dims after (N, C): mode "nearest" (1-3 spatial dims), "linear"
-    (3-D input), "bilinear" / "bicubic" (4-D), "trilinear" (5-D); align_corners for the interpolating
-    modes (default False). With scale_factor, the output size is floor(in * scale_factor) and the
-    source positions use 1 / scale_factor unless recompute_scale_factor=True."""
+    """PyTorch's F.interpolate over the dims after (N, C): modes "nearest" and "nearest-exact" (1-3 spatial
+    dims), "linear" (3-D input), "bilinear" / "bicubic" (4-D), "trilinear" (5-D), "area" (adaptive average
+    pooling, 1-3 spatial dims) and "lanczos" (4-D, antialias=True only); align_corners for the interpolating
+    modes (default False). antialias=True (bilinear, bicubic, lanczos on 4-D input): PyTorch's separable
+    antialias filter, stretched by the scale when downsampling, weights normalised. With scale_factor, the
+    output size is floor(in * scale_factor) and the source positions use 1 / scale_factor unless
+    recompute_scale_factor=True (always for "area")."""
     op = "interpolate"
     x = _float_tensor(input, op)
     if mode not in _MODES:
         raise ValueError(f"{op}: mode must be one of {', '.join(map(repr, _MODES))}, got {mode!r}")
-    if antialias:
-        raise NotImplementedError(f"{op}: antialias=True is not supported")
-    nd = x.ndim - 2
-    want = _MODES[mode]
-    if nd < 1 or nd > 3 or (want is not None and nd != want):
-        need = "a 3-D, 4-D or 5-D input" if want is None else f"a {want + 2}-D input"
-        raise ValueError(f"{op}: mode {mode!r} expects {need} (N, C, spatial...), got shape {x.shape}")
-    if mode == "nearest" and align_corners is not None:
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
         raise ValueError(f"{op}: align_corners can only be set with the interpolating modes (linear, bilinear, "
-                         f"bicubic, trilinear), got mode 'nearest'")
+                         f"bicubic, trilinear), got mode {mode!r}")
+    nd = x.ndim - 2
+    if nd < 1 or nd > 3:
+        raise ValueError(f"{op}: expects a 3-D, 4-D or 5-D input (N, C, spatial...), got shape {x.shape}")
     sizes, sfs = _out_sizes(op, x, size, scale_factor, nd)
-    if recompute_scale_factor:
+    if recompute_scale_factor and size is not None:
+        raise ValueError(f"{op}: recompute_scale_factor is not meaningful with an explicit size")
+    if antialias and not (mode in _AA_TAPS and x.ndim == 4):
+        raise ValueError(f"{op}: antialias=True needs mode 'bilinear', 'bicubic' or 'lanczos' and a 4-D input, "
+                         f"got mode {mode!r} and shape {x.shape}")
+    if mode == "lanczos":
+        if align_corners:
+            raise ValueError(f"{op}: mode 'lanczos' does not support align_corners=True")
+        if not antialias:
+            raise ValueError(f"{op}: mode 'lanczos' requires antialias=True")
+    want = _MODES[mode]
+    if want is not None and nd != want:
+        raise NotImplementedError(f"{op}: mode {mode!r} expects a {want + 2}-D input (N, C, spatial...), got a "
+                                  f"{x.ndim}-D input of shape {x.shape}")
+    if recompute_scale_factor or mode == "area":
         sfs = (None,) * nd
     xp = x.device.backend.xp
     dtype = xp.float64 if x.data.dtype == xp.float64 else xp.float32     # the weights in float32 for low precision
@@ -260,12 +394,20 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     for k, (o, sf) in enumerate(zip(sizes, sfs)):
         d = 2 + k
         n = x.shape[d]
-        if mode == "nearest":
+        if mode in ("nearest", "nearest-exact"):
+            idx = (_nearest_index if mode == "nearest" else _nearest_exact_index)(xp, n, o, sf)
             if o != n:
-                y = index_select(y, d, _const(_nearest_index(xp, n, o, sf), x))
+                y = index_select(y, d, _const(idx, x))
+            continue
+        if mode == "area":
+            if o == n:
+                continue
+            m = _area_matrix(xp, n, o, dtype)
+        elif antialias:
+            m = _aa_matrix(xp, n, o, sf, mode, bool(align_corners), dtype)
         else:
-            m = _interp_matrix(xp, n, o, sf, mode, bool(align_corners), dtype).astype(x.data.dtype)
-            y = _along(y, d, _const(m, x))
+            m = _interp_matrix(xp, n, o, sf, mode, bool(align_corners), dtype)
+        y = _along(y, d, _const(m.astype(x.data.dtype), x))
     return y
 
 
@@ -477,38 +619,54 @@ def _base_coords(xp, n, align_corners, dtype):
 
 @register(namespace="nn.functional", tests=(
     OpTest((((2, 2, 3),),), op=lambda t: affine_grid(t, (2, 1, 3, 4), align_corners=False),
-           ref=lambda np, t: _affine_ref(np, t, 3, 4, False), name="affine_grid"),
+           ref=lambda np, t: _affine_ref(np, t, (3, 4), False), name="affine_grid"),
     OpTest((((1, 2, 3),),), op=lambda t: affine_grid(t, (1, 2, 2, 5), align_corners=True),
-           ref=lambda np, t: _affine_ref(np, t, 2, 5, True), name="affine_grid_align")),
-    doc="The sampling grid (N, H, W, 2) of a batch of 2-D affine matrices theta (N, 2, 3), for grid_sample.")
+           ref=lambda np, t: _affine_ref(np, t, (2, 5), True), name="affine_grid_align"),
+    OpTest((((2, 3, 4),),), op=lambda t: affine_grid(t, (2, 1, 2, 3, 4), align_corners=False),
+           ref=lambda np, t: _affine_ref(np, t, (2, 3, 4), False), name="affine_grid_3d"),
+    OpTest((((1, 3, 4),),), op=lambda t: affine_grid(t, (1, 2, 3, 1, 2), align_corners=True),
+           ref=lambda np, t: _affine_ref(np, t, (3, 1, 2), True), name="affine_grid_3d_align")),
+    doc="The sampling grid of a batch of affine matrices, for grid_sample: theta (N, 2, 3) -> (N, H, W, 2), "
+        "theta (N, 3, 4) -> (N, D, H, W, 3).")
 def affine_grid(theta, size, align_corners=None):
-    """(N, H, W, 2) grid of (x, y) = theta @ (x, y, 1) over the normalised [-1, 1] pixel centres of an
-    (N, C, H, W) ``size`` (align_corners=False: the corner pixels' centres at +-(1 - 1/n))."""
+    """2-D: (N, H, W, 2) grid of (x, y) = theta @ (x, y, 1) over the normalised [-1, 1] pixel centres of an
+    (N, C, H, W) ``size``; 3-D: (N, D, H, W, 3) grid of (x, y, z) = theta @ (x, y, z, 1) for an (N, C, D, H, W)
+    ``size`` and theta (N, 3, 4) (align_corners=False: the corner pixels' centres at +-(1 - 1/n))."""
     op = "affine_grid"
     t = _float_tensor(theta, op, "theta")
     size = tuple(size)
-    if len(size) != 4 or t.ndim != 3 or t.shape != (size[0], 2, 3):
-        raise ValueError(f"{op}: expected theta of shape (N, 2, 3) and a size (N, C, H, W) with the same N, got "
-                         f"theta {t.shape} and size {size}")
+    if len(size) not in (4, 5):
+        raise NotImplementedError(f"{op}: expected a 4-D size (N, C, H, W) for 2-D or a 5-D size (N, C, D, H, W) "
+                                  f"for 3-D affine transforms, got size {size}")
+    nd = len(size) - 2
+    if t.ndim != 3 or t.shape != (size[0], nd, nd + 1):
+        raise ValueError(f"{op}: expected theta of shape (N, {nd}, {nd + 1}) with N = {size[0]} for size {size}, "
+                         f"got theta {t.shape}")
+    if min(size) <= 0:
+        raise ValueError(f"{op}: expected a positive size, got {size}")
     xp = t.device.backend.xp
     dtype = t.data.dtype.type
-    h, w = size[2], size[3]
-    xs = _base_coords(xp, w, bool(align_corners), dtype)
-    ys = _base_coords(xp, h, bool(align_corners), dtype)
-    base = xp.stack([xp.broadcast_to(xs[None, :], (h, w)), xp.broadcast_to(ys[:, None], (h, w)),
-                     xp.ones((h, w), dtype=dtype)], axis=-1).reshape(1, h * w, 3)
-    return matmul(_const(base, t), t.transpose(1, 2)).reshape(size[0], h, w, 2)
+    spatial = size[2:]                                  # (H, W) or (D, H, W)
+    axes = [_base_coords(xp, spatial[nd - 1 - k], bool(align_corners), dtype) for k in range(nd)]   # x, y(, z)
+    cols = []
+    for k, v in enumerate(axes):                        # axis k of the grid runs along spatial dim nd - 1 - k
+        shape = [1] * nd
+        shape[nd - 1 - k] = spatial[nd - 1 - k]
+        cols.append(xp.broadcast_to(v.reshape(shape), spatial))
+    cols.append(xp.ones(spatial, dtype=dtype))
+    base = xp.stack(cols, axis=-1).reshape(1, -1, nd + 1)
+    return matmul(_const(base, t), t.transpose(1, 2)).reshape((size[0],) + spatial + (nd,))
 
 
-def _affine_ref(np, t, h, w, ac):
+def _affine_ref(np, t, spatial, ac):
     def base(n):
         if n == 1:
             return np.zeros(1)
         v = np.linspace(-1, 1, n)
         return v if ac else v * (n - 1) / n
-    ys, xs = np.meshgrid(base(h), base(w), indexing="ij")
-    pts = np.stack([xs, ys, np.ones_like(xs)], -1)           # (h, w, 3)
-    return np.einsum("hwk,njk->nhwj", pts, t).astype(t.dtype)
+    grids = np.meshgrid(*[base(n) for n in spatial], indexing="ij")     # (z,) y, x
+    pts = np.stack(list(grids[::-1]) + [np.ones_like(grids[0])], -1)      # (..., x, y(, z), 1)
+    return np.einsum("...k,njk->n...j", pts, t).astype(t.dtype)
 
 
 def _unnormalize(g, n, align_corners):
@@ -528,14 +686,35 @@ def _reflect(c, lo2, hi2):
     return where(even, extra + mn, span - extra + mn)
 
 
-def _source_coords(g, n, padding_mode, align_corners):
-    c = _unnormalize(g, n, align_corners)
+def _pad_coords(c, n, padding_mode, align_corners):
+    """PyTorch's compute_coordinates: border clips to [0, n - 1], reflection mirrors then clips; zeros leaves
+    the coordinate (the reads outside are masked)."""
     if padding_mode == "border":
         c = c.clamp(0, n - 1)
     elif padding_mode == "reflection":
         c = _reflect(c, 0, 2 * (n - 1)) if align_corners else _reflect(c, -1, 2 * n - 1)
         c = c.clamp(0, n - 1)
     return c
+
+
+def _source_coords(g, n, padding_mode, align_corners):
+    return _pad_coords(_unnormalize(g, n, align_corners), n, padding_mode, align_corners)
+
+
+def _cubic_coeffs(t):
+    """The four cubic-convolution weights (A = -0.75, PyTorch's) of the taps at -1, 0, 1, 2 for the
+    fraction t (recorded ops: their gradient goes to the grid)."""
+    a = -0.75
+
+    def c1(u):
+        return ((a + 2) * u - (a + 3)) * u * u + 1
+
+    def c2(u):
+        return ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+    return c2(t + 1), c1(t), c1(1 - t), c2(2 - t)
+
+
+_GS_SAMPLES: OpTestOptions = {"domain": (-0.9, 0.9), "tol": _F32}       # points inside, off the kinks
 
 
 @register(namespace="nn.functional", tests=(
@@ -545,69 +724,134 @@ def _source_coords(g, n, padding_mode, align_corners):
     OpTest((((1, 2, 3, 4), (1, 2, 3, 2)),), op=lambda x, g: grid_sample(x, g, padding_mode="border",
                                                                           align_corners=True),
            ref=lambda np, x, g: _grid_sample_ref(np, x, g, "bilinear", "border", True), name="grid_sample_border",
-           domain=(-0.9, 0.9), tol=_F32),
+           **_GS_SAMPLES),
     OpTest((((1, 2, 3, 4), (1, 2, 3, 2)),), op=lambda x, g: grid_sample(x, g * 1.4, padding_mode="reflection"),
            ref=lambda np, x, g: _grid_sample_ref(np, x, g * 1.4, "bilinear", "reflection", False),
-           name="grid_sample_reflection", domain=(-0.9, 0.9), tol=_F32),
+           name="grid_sample_reflection", **_GS_SAMPLES),
     OpTest((((1, 2, 3, 4), (1, 2, 2, 2)),), op=lambda x, g: grid_sample(x, g, mode="nearest", align_corners=True),
            ref=lambda np, x, g: _grid_sample_ref(np, x, g, "nearest", "zeros", True), name="grid_sample_nearest",
-           domain=(-0.9, 0.9), gradgrad=False)),
-    doc="Sample (N, C, H, W) at the normalised (x, y) points of grid (N, Ho, Wo, 2): bilinear or nearest.")
+           domain=(-0.9, 0.9), gradgrad=False),
+    OpTest((((2, 2, 4, 5), (2, 2, 3, 2)),), op=lambda x, g: grid_sample(x, g * 1.3, mode="bicubic"),
+           ref=lambda np, x, g: _grid_sample_ref(np, x, g * 1.3, "bicubic", "zeros", False),
+           name="grid_sample_bicubic", **_GS_SAMPLES),
+    OpTest((((1, 2, 4, 3), (1, 2, 2, 2)),), op=lambda x, g: grid_sample(x, g * 1.4, mode="bicubic",
+                                                                          padding_mode="reflection",
+                                                                          align_corners=True),
+           ref=lambda np, x, g: _grid_sample_ref(np, x, g * 1.4, "bicubic", "reflection", True),
+           name="grid_sample_bicubic_reflection", **_GS_SAMPLES),
+    OpTest((((2, 2, 3, 4, 5), (2, 2, 3, 2, 3)),), op=lambda x, g: grid_sample(x, g * 1.2, align_corners=False),
+           ref=lambda np, x, g: _grid_sample_ref(np, x, g * 1.2, "bilinear", "zeros", False),
+           name="grid_sample_3d", **_GS_SAMPLES),
+    OpTest((((1, 2, 3, 2, 4), (1, 2, 2, 1, 3)),), op=lambda x, g: grid_sample(x, g * 1.3, padding_mode="border",
+                                                                             align_corners=True),
+           ref=lambda np, x, g: _grid_sample_ref(np, x, g * 1.3, "bilinear", "border", True),
+           name="grid_sample_3d_border", **_GS_SAMPLES),
+    OpTest((((1, 2, 3, 2, 4), (1, 2, 2, 1, 3)),), op=lambda x, g: grid_sample(x, g * 1.4,
+                                                                             padding_mode="reflection"),
+           ref=lambda np, x, g: _grid_sample_ref(np, x, g * 1.4, "bilinear", "reflection", False),
+           name="grid_sample_3d_reflection", **_GS_SAMPLES),
+    OpTest((((1, 2, 3, 2, 4), (1, 2, 2, 2, 3)),), op=lambda x, g: grid_sample(x, g, mode="nearest"),
+           ref=lambda np, x, g: _grid_sample_ref(np, x, g, "nearest", "zeros", False),
+           name="grid_sample_3d_nearest", domain=(-0.9, 0.9), gradgrad=False)),
+    doc="Sample (N, C, H, W) at the normalised (x, y) points of grid (N, Ho, Wo, 2) (bilinear, nearest, "
+        "bicubic), or (N, C, D, H, W) at the (x, y, z) points of grid (N, Do, Ho, Wo, 3) (trilinear, nearest).")
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
-    """PyTorch's 2-D grid_sample: out[n, :, i, j] = input[n] sampled at grid[n, i, j] = (x, y) in [-1, 1]
-    (align_corners=False, the default: -1 and 1 are the outer edges of the corner pixels; True: their
-    centres); mode "bilinear" or "nearest" (half to even); padding_mode "zeros", "border" or
-    "reflection". Differentiable in the input and (bilinear) in the grid."""
+    """PyTorch's grid_sample: out[n, :, i, j] = input[n] sampled at grid[n, i, j] = (x, y) in [-1, 1] for a
+    4-D input, out[n, :, k, i, j] at grid[n, k, i, j] = (x, y, z) for a 5-D one (x along W, y along H, z
+    along D; align_corners=False, the default: -1 and 1 are the outer edges of the corner pixels; True:
+    their centres). mode "bilinear" (trilinear on 5-D), "nearest" (half to even) or "bicubic" (4-D only,
+    A = -0.75, the padding applied to each of the 16 taps); padding_mode "zeros", "border" or "reflection".
+    Differentiable in the input and (bilinear, bicubic) in the grid; the whole batch in one gather per
+    corner."""
     op = "grid_sample"
     x = _float_tensor(input, op)
     g = _float_tensor(grid, op, "grid", like=x)
-    if mode not in ("bilinear", "nearest"):
-        raise ValueError(f"{op}: mode must be 'bilinear' or 'nearest', got {mode!r}")
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"{op}: mode must be 'bilinear', 'nearest' or 'bicubic', got {mode!r}")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"{op}: padding_mode must be 'zeros', 'border' or 'reflection', got {padding_mode!r}")
-    if x.ndim != 4 or g.ndim != 4 or g.shape[0] != x.shape[0] or g.shape[3] != 2:
-        raise ValueError(f"{op}: expected input (N, C, H, W) and grid (N, Ho, Wo, 2), got {x.shape} and {g.shape}")
+    nd = x.ndim - 2
+    if nd not in (2, 3) or g.ndim != x.ndim or g.shape[0] != x.shape[0] or g.shape[-1] != nd:
+        raise ValueError(f"{op}: expected input (N, C, H, W) with grid (N, Ho, Wo, 2), or input (N, C, D, H, W) "
+                         f"with grid (N, Do, Ho, Wo, 3), got {x.shape} and {g.shape}")
+    if mode == "bicubic" and nd == 3:
+        raise ValueError(f"{op}: mode 'bicubic' supports 4-D input only, got a 5-D input of shape {x.shape}")
     if g.dtype != x.dtype:
         g = g.to(dtype=x.dtype)
-    n, c, h, w = x.shape
-    ho, wo = g.shape[1:3]
+    n, c = x.shape[:2]
+    spatial = x.shape[2:]
+    outs = g.shape[1:-1]
+    q = 1
+    for s in outs:
+        q *= s
+    p = 1
+    for s in spatial:
+        p *= s
+    sizes = [spatial[nd - 1 - k] for k in range(nd)]                   # along x, y(, z)
+    strides = [1]
+    for s in sizes[:-1]:
+        strides.append(strides[-1] * s)                                  # x: 1, y: W, z: H * W
     ac = bool(align_corners)
-    ix = _source_coords(g[..., 0], w, padding_mode, ac)
-    iy = _source_coords(g[..., 1], h, padding_mode, ac)
-    flat = x.reshape(n, c, h * w)
+    flat = x.reshape(n, c, p)
 
-    def corner(cx, cy):
-        """Values at the integral (float) coordinates cx, cy (N, Ho, Wo), zero outside: (N, C, Ho, Wo), and
-        the inside mask (N, 1, Ho, Wo). Tensor ops throughout (no .data), so vmap batches them."""
+    def corner(cs):
+        """Values at the integral (float) coordinates cs (x, y(, z), each (N, *outs)), zero outside:
+        (N, C, *outs), and the inside mask (N, 1, *outs). Tensor ops throughout (no .data), so vmap batches
+        them."""
         dt = x.dtype
-        inside = (cx >= 0).to(dtype=dt) * (cx <= w - 1).to(dtype=dt) * (cy >= 0).to(dtype=dt) * \
-            (cy <= h - 1).to(dtype=dt)
-        idx = (cy.clamp(0, h - 1) * w + cx.clamp(0, w - 1)).to(dtype=int64).reshape(n, ho * wo)
-        v = TakeCols.apply(flat, idx).reshape(n, c, ho, wo)
-        return v, inside.reshape(n, 1, ho, wo)
+        inside, idx = None, None
+        for cc, size, stride in zip(cs, sizes, strides):
+            m = (cc >= 0).to(dtype=dt) * (cc <= size - 1).to(dtype=dt)
+            inside = m if inside is None else inside * m
+            term = cc.clamp(0, size - 1) * stride
+            idx = term if idx is None else idx + term
+        v = TakeCols.apply(flat, idx.to(dtype=int64).reshape(n, q)).reshape((n, c) + outs)
+        return v, inside.reshape((n, 1) + outs)
 
+    if mode == "bicubic":
+        ix, iy = (_unnormalize(g[..., k], sizes[k], ac) for k in range(2))
+        x0, y0 = ix.detach().floor(), iy.detach().floor()
+        wx = _cubic_coeffs((ix - x0).unsqueeze(1))
+        wy = _cubic_coeffs((iy - y0).unsqueeze(1))
+        out = None
+        for j in range(4):
+            py = _pad_coords(y0 + (j - 1), sizes[1], padding_mode, ac)
+            for i in range(4):
+                v, m = corner((_pad_coords(x0 + (i - 1), sizes[0], padding_mode, ac), py))
+                term = v * (wx[i] * wy[j] * m)
+                out = term if out is None else out + term
+        return out
+    coords = [_source_coords(g[..., k], sizes[k], padding_mode, ac) for k in range(nd)]
     if mode == "nearest":
-        v, m = corner(round_(ix.detach()), round_(iy.detach()))      # half to even, as PyTorch's nearbyint
+        v, m = corner([round_(cc.detach()) for cc in coords])      # half to even, as PyTorch's nearbyint
         return v * m
-    x0 = ix.detach().floor()
-    y0 = iy.detach().floor()
-    tx = (ix - x0).unsqueeze(1)
-    ty = (iy - y0).unsqueeze(1)
+    lows = [cc.detach().floor() for cc in coords]
+    fracs = [(cc - lo).unsqueeze(1) for cc, lo in zip(coords, lows)]
     out = None
-    for dx, dy, wgt in ((0, 0, (1 - tx) * (1 - ty)), (1, 0, tx * (1 - ty)), (0, 1, (1 - tx) * ty), (1, 1, tx * ty)):
-        v, m = corner(x0 + dx, y0 + dy)
+    for corner_bits in range(2 ** nd):
+        offs = [(corner_bits >> k) & 1 for k in range(nd)]
+        wgt = None
+        for t, o in zip(fracs, offs):
+            f = t if o else 1 - t
+            wgt = f if wgt is None else wgt * f
+        v, m = corner([lo + o for lo, o in zip(lows, offs)])
         term = v * (wgt * m)
         out = term if out is None else out + term
     return out
 
 
 def _grid_sample_ref(np, x, g, mode, padding_mode, ac):
-    n, c, h, w = x.shape
-    out = np.zeros((n, c) + g.shape[1:3], dtype=x.dtype)
+    """NumPy reference, point by point as PyTorch's CPU loops (2-D and 3-D; bilinear, nearest, bicubic)."""
+    import itertools
+    nd = x.ndim - 2
+    sizes = x.shape[2:][::-1]                       # along x, y(, z)
+    out = np.zeros(x.shape[:2] + g.shape[1:-1], dtype=x.dtype)
 
-    def src(v, size):
+    def unnorm(v, size):
         v = float(v)
-        p = (v + 1) / 2 * (size - 1) if ac else ((v + 1) * size - 1) / 2
+        return (v + 1) / 2 * (size - 1) if ac else ((v + 1) * size - 1) / 2
+
+    def pad(p, size):
         if padding_mode == "border":
             p = min(max(p, 0), size - 1)
         elif padding_mode == "reflection":
@@ -623,18 +867,38 @@ def _grid_sample_ref(np, x, g, mode, padding_mode, ac):
             p = min(max(p, 0), size - 1)
         return p
 
-    def at(b, yy, xx):
-        return x[b, :, yy, xx] if 0 <= yy < h and 0 <= xx < w else np.zeros(c, dtype=x.dtype)
+    def at(b, pos):                                   # pos along x, y(, z), integral
+        if all(0 <= q < s for q, s in zip(pos, sizes)):
+            return x[(b, slice(None)) + tuple(int(q) for q in pos[::-1])]
+        return np.zeros(x.shape[1], dtype=x.dtype)
 
-    for b in range(n):
-        for i in range(g.shape[1]):
-            for j in range(g.shape[2]):
-                px, py = src(g[b, i, j, 0], w), src(g[b, i, j, 1], h)
-                if mode == "nearest":
-                    out[b, :, i, j] = at(b, int(np.rint(py)), int(np.rint(px)))
-                    continue
-                x0, y0 = int(np.floor(px)), int(np.floor(py))
-                tx, ty = px - x0, py - y0
-                out[b, :, i, j] = ((1 - tx) * (1 - ty) * at(b, y0, x0) + tx * (1 - ty) * at(b, y0, x0 + 1)
-                                   + (1 - tx) * ty * at(b, y0 + 1, x0) + tx * ty * at(b, y0 + 1, x0 + 1))
+    def cubic(t):
+        a = -0.75
+        c1 = lambda u: ((a + 2) * u - (a + 3)) * u * u + 1             # noqa: E731
+        c2 = lambda u: ((a * u - 5 * a) * u + 8 * a) * u - 4 * a       # noqa: E731
+        return c2(t + 1), c1(t), c1(1 - t), c2(2 - t)
+
+    for b in range(x.shape[0]):
+        for o in itertools.product(*[range(s) for s in g.shape[1:-1]]):
+            pt = g[(b,) + o]
+            if mode == "bicubic":
+                px, py = unnorm(pt[0], sizes[0]), unnorm(pt[1], sizes[1])
+                x0, y0 = np.floor(px), np.floor(py)
+                wx, wy = cubic(px - x0), cubic(py - y0)
+                out[(b, slice(None)) + o] = sum(
+                    wx[i] * wy[j] * at(b, (pad(x0 + i - 1, sizes[0]), pad(y0 + j - 1, sizes[1])))
+                    for i in range(4) for j in range(4))
+                continue
+            ps = [pad(unnorm(pt[k], sizes[k]), sizes[k]) for k in range(nd)]
+            if mode == "nearest":
+                out[(b, slice(None)) + o] = at(b, [np.rint(p) for p in ps])
+                continue
+            lows = [np.floor(p) for p in ps]
+            acc = 0
+            for offs in itertools.product((0, 1), repeat=nd):
+                w = 1.0
+                for p, lo, of in zip(ps, lows, offs):
+                    w *= (p - lo) if of else 1 - (p - lo)
+                acc = acc + w * at(b, [lo + of for lo, of in zip(lows, offs)])
+            out[(b, slice(None)) + o] = acc
     return out
