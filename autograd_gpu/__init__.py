@@ -3,10 +3,12 @@ from .device import Device, device, set_default_device, get_default_device
 from .dtypes import (float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8, bool_,
                      set_default_dtype, get_default_dtype)
 from .dtypes import complex64, complex128
+from .dtypes import bool_ as bool     # noqa: A001  # PyTorch's name of the bool dtype (ag.bool is ag.bool_)
 from .tensor import Tensor
 from .creation import (tensor, as_tensor, from_numpy, from_dlpack, zeros, ones, full, empty, arange,
                        linspace, eye, rand, randn, randint, zeros_like, ones_like, full_like, empty_like,
-                       rand_like, randn_like, manual_seed)
+                       rand_like, randn_like, randperm, manual_seed)
+from .generator import Generator
 from .autograd import (Function, no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
                        is_inference_mode_enabled)
 from . import autograd, backends, cuda

@@ -6,10 +6,11 @@ from .tensor import Tensor, _to_array
 from .device import Device, device as _parse_device, get_default_device
 from . import dtypes as _dt
 from .backends import manual_seed as _manual_seed
+from .generator import rng_for as _rng_for
 
 __all__ = ["tensor", "as_tensor", "zeros", "ones", "full", "empty", "arange", "linspace", "eye", "rand",
            "randn", "randint", "zeros_like", "ones_like", "full_like", "empty_like", "rand_like",
-           "randn_like", "manual_seed", "from_numpy", "from_dlpack"]
+           "randn_like", "randperm", "manual_seed", "from_numpy", "from_dlpack"]
 
 
 def tensor(data: object, *, dtype: Any = None, device: Device | str | None = None,
@@ -201,18 +202,21 @@ def _complex_samples(draw, shape, dt, b, scale):
     return b.call(lambda: (parts[..., 0] * scale + parts[..., 1] * (scale * 1j)).astype(dt))
 
 
-def rand(*shape: SupportsIndex | Sequence[SupportsIndex], dtype: Any = None, device: Device | str | None = None,
-         requires_grad: bool = False) -> Tensor:
-    """Uniform samples in [0, 1) (for a complex dtype: real and imaginary parts each, as in PyTorch)."""
+def rand(*shape: SupportsIndex | Sequence[SupportsIndex], generator: Any = None, dtype: Any = None,
+         device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1) (for a complex dtype: real and imaginary parts each, as in PyTorch), drawn
+    from ``generator`` (an ag.Generator on the result's device) or the global generator."""
     shape, dt, dev, b = _setup(shape, dtype, device, "rand")
+    rng = _rng_for(generator, dev, "rand")
     if dt.kind == "c":
-        return _out(_complex_samples(b.rand, shape, dt, b, 1.0), dev, requires_grad)
-    return _out(b.rand(shape, _float_dtype(dt, "rand")), dev, requires_grad)
+        return _out(_complex_samples(lambda s, d: b.rand(s, d, rng), shape, dt, b, 1.0), dev, requires_grad)
+    return _out(b.rand(shape, _float_dtype(dt, "rand"), rng), dev, requires_grad)
 
 
-def randn(*shape: SupportsIndex | Sequence[SupportsIndex], dtype: Any = None, device: Device | str | None = None,
-          requires_grad: bool = False) -> Tensor:
-    """Standard normal samples (for a complex dtype: E|z|^2 = 1, each part of variance 1/2, as in PyTorch).
+def randn(*shape: SupportsIndex | Sequence[SupportsIndex], generator: Any = None, dtype: Any = None,
+          device: Device | str | None = None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples (for a complex dtype: E|z|^2 = 1, each part of variance 1/2, as in PyTorch),
+    drawn from ``generator`` (an ag.Generator on the result's device) or the global generator.
 
     >>> _ = ag.manual_seed(0)
     >>> w = ag.randn(3, 4, requires_grad=True)
@@ -220,20 +224,38 @@ def randn(*shape: SupportsIndex | Sequence[SupportsIndex], dtype: Any = None, de
     (3, 4) float32 True
     """
     shape, dt, dev, b = _setup(shape, dtype, device, "randn")
+    rng = _rng_for(generator, dev, "randn")
     if dt.kind == "c":
-        return _out(_complex_samples(b.randn, shape, dt, b, 0.5 ** 0.5), dev, requires_grad)
-    return _out(b.randn(shape, _float_dtype(dt, "randn")), dev, requires_grad)
+        return _out(_complex_samples(lambda s, d: b.randn(s, d, rng), shape, dt, b, 0.5 ** 0.5), dev, requires_grad)
+    return _out(b.randn(shape, _float_dtype(dt, "randn"), rng), dev, requires_grad)
 
 
 def randint(low: int, high: int | None = None, size: int | Sequence[SupportsIndex] = (), *,
-            dtype: Any = None, device: Device | str | None = None) -> Tensor:
-    """Integers drawn uniformly from [low, high) (from [0, low) when high is omitted); int64."""
+            generator: Any = None, dtype: Any = None, device: Device | str | None = None) -> Tensor:
+    """Integers drawn uniformly from [low, high) (from [0, low) when high is omitted); int64; from
+    ``generator`` (an ag.Generator on the result's device) or the global generator."""
     if high is None:
         low, high = 0, low
     if high <= low:
         raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
     shape, dt, dev, b = _setup((size,) if isinstance(size, int) else tuple(size), dtype, device, "randint", _dt.int64)
-    return Tensor._make(b.randint(low, high, shape, dt), dev)
+    return Tensor._make(b.randint(low, high, shape, dt, _rng_for(generator, dev, "randint")), dev)
+
+
+def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Device | str | None = None,
+             requires_grad: bool = False) -> Tensor:
+    """A random permutation of 0 .. n - 1 (int64 unless ``dtype``), from ``generator`` or the global generator.
+
+    >>> sorted(ag.randperm(4).tolist())
+    [0, 1, 2, 3]
+    """
+    if isinstance(n, bool) or not hasattr(n, "__index__"):
+        raise TypeError(f"randperm: expected an int n, got {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError(f"randperm: expected n >= 0, got {n}")
+    _, dt, dev, b = _setup((), dtype, device, "randperm", _dt.int64)
+    p = b.permutation(int(n), _rng_for(generator, dev, "randperm"))
+    return _out(p if p.dtype == dt else b.call(p.astype, dt), dev, requires_grad)
 
 
 def _like(x, dtype, device, op):
@@ -283,18 +305,18 @@ def full_like(x: Tensor, fill_value, *, dtype: Any = None, device: Device | str 
     return full(s, fill_value, dtype=d, device=v, requires_grad=requires_grad)
 
 
-def rand_like(x: Tensor, *, dtype: Any = None, device: Device | str | None = None,
+def rand_like(x: Tensor, *, generator: Any = None, dtype: Any = None, device: Device | str | None = None,
               requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1) with ``x``'s shape, dtype and device (each overridable); as ``rand``."""
     s, d, v = _like(x, dtype, device, "rand_like")
-    return rand(s, dtype=d, device=v, requires_grad=requires_grad)
+    return rand(s, generator=generator, dtype=d, device=v, requires_grad=requires_grad)
 
 
-def randn_like(x: Tensor, *, dtype: Any = None, device: Device | str | None = None,
+def randn_like(x: Tensor, *, generator: Any = None, dtype: Any = None, device: Device | str | None = None,
                requires_grad: bool = False) -> Tensor:
     """Standard normal samples with ``x``'s shape, dtype and device (each overridable); as ``randn``."""
     s, d, v = _like(x, dtype, device, "randn_like")
-    return randn(s, dtype=d, device=v, requires_grad=requires_grad)
+    return randn(s, generator=generator, dtype=d, device=v, requires_grad=requires_grad)
 
 
 def manual_seed(seed: int) -> None:

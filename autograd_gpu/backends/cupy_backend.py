@@ -323,18 +323,28 @@ class CupyBackend(*CUPY_MIXINS, Backend):
         with self._cuda_device:
             self.rng = self.xp.random.RandomState(state)
 
-    def rand(self, shape, dtype):
+    def make_rng(self, seed):
+        """A RandomState on this GPU (an ag.Generator wraps one). cuRAND takes a 64-bit seed, but
+        NumPy's RandomState, which the CuPy stand-in draws with, only 32 bits: wider seeds are folded to 32
+        bits (seeds below 2**32, the usual ones, are passed as they are, so they draw as seed() does)."""
+        if seed >= 2 ** 32:
+            seed = (seed ^ (seed >> 32)) & 0xFFFFFFFF
         with self._cuda_device:
-            return self.rng.random_sample(shape, dtype=np.float64).astype(dtype, copy=False)
+            return self.xp.random.RandomState(seed)
 
-    def randn(self, shape, dtype):
+    # the draws take rng=None (the backend's global generator) or one made by make_rng (an ag.Generator's)
+    def rand(self, shape, dtype, rng=None):
         with self._cuda_device:
-            return self.rng.standard_normal(shape, dtype=np.float64).astype(dtype, copy=False)
+            return (self.rng if rng is None else rng).random_sample(shape, dtype=np.float64).astype(dtype, copy=False)
 
-    def randint(self, low, high, shape, dtype):
+    def randn(self, shape, dtype, rng=None):
         with self._cuda_device:
-            return self.rng.randint(low, high, size=shape).astype(dtype, copy=False)
+            return (self.rng if rng is None else rng).standard_normal(shape, dtype=np.float64).astype(dtype, copy=False)
 
-    def permutation(self, n):
+    def randint(self, low, high, shape, dtype, rng=None):
         with self._cuda_device:
-            return self.rng.permutation(n)
+            return (self.rng if rng is None else rng).randint(low, high, size=shape).astype(dtype, copy=False)
+
+    def permutation(self, n, rng=None):
+        with self._cuda_device:
+            return (self.rng if rng is None else rng).permutation(n)

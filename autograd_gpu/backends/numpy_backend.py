@@ -188,14 +188,19 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
     def set_rng_state(self, state):
         self.rng.bit_generator.state = state
 
-    def rand(self, shape, dtype):
-        return self.rng.random(shape, dtype=np.float64).astype(dtype, copy=False)
+    def make_rng(self, seed):
+        """A generator of this backend's kind (an ag.Generator wraps one), seeded as seed() seeds the global one."""
+        return np.random.default_rng(seed)
 
-    def randn(self, shape, dtype):
-        return self.rng.standard_normal(shape, dtype=np.float64).astype(dtype, copy=False)
+    # the draws take rng=None (the backend's global generator) or one made by make_rng (an ag.Generator's)
+    def rand(self, shape, dtype, rng=None):
+        return (self.rng if rng is None else rng).random(shape, dtype=np.float64).astype(dtype, copy=False)
 
-    def randint(self, low, high, shape, dtype):
-        return self.rng.integers(low, high, size=shape, dtype=dtype)
+    def randn(self, shape, dtype, rng=None):
+        return (self.rng if rng is None else rng).standard_normal(shape, dtype=np.float64).astype(dtype, copy=False)
 
-    def permutation(self, n):
-        return self.rng.permutation(n)
+    def randint(self, low, high, shape, dtype, rng=None):
+        return (self.rng if rng is None else rng).integers(low, high, size=shape, dtype=dtype)
+
+    def permutation(self, n, rng=None):
+        return (self.rng if rng is None else rng).permutation(n)

@@ -5,6 +5,7 @@ import itertools
 from typing import Any, Callable, Iterator, Optional, Union
 
 from ..backends import get_backend
+from ..generator import Generator
 from .collate import default_collate
 from .dataset import IterableDataset
 from ._fetch import make_fetcher, Exhausted
@@ -17,8 +18,8 @@ __all__ = ["DataLoader", "default_collate"]
 class DataLoader:
     """Iterate over ``dataset`` in batches of ``batch_size`` samples.
 
-    ``shuffle`` draws a new order every epoch from ``generator``: an int seed, a NumPy Generator (or
-    anything with ``.permutation(n)``), or None for the CPU backend's generator, so that
+    ``shuffle`` draws a new order every epoch from ``generator``: an ag.Generator (on the CPU), an int
+    seed, a NumPy Generator (or anything with ``.permutation(n)``), or None for the CPU backend's generator, so that
     ``ag.manual_seed`` makes the order reproducible. ``collate_fn`` turns a list of samples into a
     batch (``default_collate`` when None). ``sampler`` (e.g. a DistributedSampler) gives the indices
     instead, in its order; it excludes ``shuffle``. Datasets with a ``get_batch`` method (TensorDataset, the
@@ -183,10 +184,17 @@ def _check_worker_options(num_workers, worker_init_fn, persistent_workers, prefe
 
 
 def _make_generator(generator):
+    if isinstance(generator, Generator):
+        # PyTorch's loaders take a CPU generator; its NumPy generator draws the orders (and follows a later
+        # manual_seed or set_state of the ag.Generator, which reseed it in place)
+        if generator.device.type != "cpu":
+            raise ValueError(f"DataLoader: expected a CPU generator (the orders are drawn on the host), "
+                             f"got one on {generator.device}")
+        return generator._rng
     if generator is None or hasattr(generator, "permutation"):
         return generator
     if isinstance(generator, int) and not isinstance(generator, bool):
         # a host-side generator for index permutations (the CPU backend's namespace is NumPy)
         return get_backend("cpu").xp.random.default_rng(generator)
-    raise TypeError(f"DataLoader: generator must be an int seed, a NumPy Generator or None, "
+    raise TypeError(f"DataLoader: generator must be an ag.Generator, an int seed, a NumPy Generator or None, "
                     f"got {type(generator).__name__}")

@@ -1,10 +1,12 @@
 """Initialisers as in torch.nn.init: each fills a tensor in place (outside the graph) from the
-backend's seeded generator, so ag.manual_seed(n) reproduces them, and returns the tensor."""
+backend's seeded generator, so ag.manual_seed(n) reproduces them, or from ``generator=`` (an ag.Generator
+on the tensor's device), and returns the tensor."""
 import math
 import warnings
 
 from ..tensor import Tensor
 from ..dtypes import is_floating
+from ..generator import rng_for
 
 __all__ = ["default_init_", "calculate_gain", "uniform_", "normal_", "constant_", "ones_", "zeros_", "eye_", "xavier_uniform_",
            "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_", "orthogonal_"]
@@ -67,21 +69,21 @@ def _fan(t, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor, a=0.0, b=1.0):
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill with samples from U(a, b)."""
     _check(tensor, "uniform_")
-    r = tensor.device.backend.rand(tensor.shape, tensor.dtype)
+    r = tensor.device.backend.rand(tensor.shape, tensor.dtype, rng_for(generator, tensor.device, "uniform_"))
     return _write(tensor, r * (b - a) + a)
 
 
-def normal_(tensor, mean=0.0, std=1.0):
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill with samples from N(mean, std**2)."""
     _check(tensor, "normal_")
-    r = tensor.device.backend.randn(tensor.shape, tensor.dtype)
+    r = tensor.device.backend.randn(tensor.shape, tensor.dtype, rng_for(generator, tensor.device, "normal_"))
     return _write(tensor, r * std + mean)
 
 
-def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """Fill with N(mean, std**2) samples conditioned on lying in [a, b] (redrawing those outside)."""
     _check(tensor, "trunc_normal_")
     if not a < b:
@@ -90,13 +92,14 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
         warnings.warn("trunc_normal_: mean is more than 2 std from [a, b]; the values may be inaccurate",
                       stacklevel=2)
     backend, xp = tensor.device.backend, tensor.device.backend.xp
-    out = backend.randn(tensor.shape, tensor.dtype) * std + mean
+    rng = rng_for(generator, tensor.device, "trunc_normal_")
+    out = backend.randn(tensor.shape, tensor.dtype, rng) * std + mean
     for _ in range(1000):
         bad = (out < a) | (out > b)
         n = int(backend.read_back(bad.sum(), "trunc_normal_"))
         if n == 0:
             break
-        out[bad] = backend.randn((n,), tensor.dtype) * std + mean
+        out[bad] = backend.randn((n,), tensor.dtype, rng) * std + mean
     return _write(tensor, xp.clip(out, a, b))
 
 
@@ -127,22 +130,22 @@ def eye_(tensor):
     return _write(tensor, xp.eye(*tensor.shape, dtype=tensor.dtype))
 
 
-def xavier_uniform_(tensor, gain=1.0):
+def xavier_uniform_(tensor, gain=1.0, generator=None):
     """Glorot uniform: U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out))."""
     _check(tensor, "xavier_uniform_")
     fan_in, fan_out = _fans(tensor)
     a = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
-    return uniform_(tensor, -a, a)
+    return uniform_(tensor, -a, a, generator)
 
 
-def xavier_normal_(tensor, gain=1.0):
+def xavier_normal_(tensor, gain=1.0, generator=None):
     """Glorot normal: N(0, std**2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     _check(tensor, "xavier_normal_")
     fan_in, fan_out = _fans(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
-def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """He uniform: U(-bound, bound) with bound = gain * sqrt(3 / fan) (gain from ``nonlinearity`` and ``a``)."""
     _check(tensor, "kaiming_uniform_")
     if 0 in tensor.shape:
@@ -150,19 +153,19 @@ def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """He normal: N(0, std**2) with std = gain / sqrt(fan)."""
     _check(tensor, "kaiming_normal_")
     if 0 in tensor.shape:
         warnings.warn("kaiming_normal_: initializing a zero-element tensor is a no-op", stacklevel=2)
         return tensor
-    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)))
+    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)), generator)
 
 
-def orthogonal_(tensor, gain=1.0):
+def orthogonal_(tensor, gain=1.0, generator=None):
     """Fill with a (semi-)orthogonal matrix (rows flattened past dim 0), scaled by ``gain``."""
     _check(tensor, "orthogonal_")
     if tensor.ndim < 2:
@@ -170,7 +173,7 @@ def orthogonal_(tensor, gain=1.0):
     backend, xp = tensor.device.backend, tensor.device.backend.xp
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = backend.randn((rows, cols), tensor.dtype)
+    flat = backend.randn((rows, cols), tensor.dtype, rng_for(generator, tensor.device, "orthogonal_"))
     if rows < cols:
         flat = flat.T
     q, r = xp.linalg.qr(flat)

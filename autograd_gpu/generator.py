@@ -1,0 +1,155 @@
+"""ag.Generator: a random number generator of its own, as torch.Generator, passed as ``generator=`` to the
+random functions (ag.rand, randn, randint, randperm, rand_like, randn_like, multinomial, nn.init's
+initialisers, DataLoader). Drawing from one leaves the global generators (ag.manual_seed's) alone, and two
+generators seeded alike draw alike.
+
+A CPU generator wraps a NumPy ``Generator`` (PCG64, seeded as the CPU backend's global one: a Generator
+seeded with n draws what ``ag.manual_seed(n)`` then the global functions draw); a CUDA generator wraps a
+``cupy.random.RandomState`` on its GPU (cuRAND), made by the backend's ``make_rng``.
+"""
+from typing import Any
+
+import numpy as np
+
+from .device import Device, device as _parse_device
+from .tensor import Tensor
+
+__all__ = ["Generator", "rng_for"]
+
+_DEFAULT_SEED = 67280421310721           # PyTorch's default seed of a new generator
+_U64 = 2 ** 64 - 1
+_CPU_STATE_BYTES = 8 + 16 + 16 + 1 + 4   # initial seed, PCG64 state and increment, has_uint32, uinteger
+_CUDA_STATE_BYTES = 8 + 8                # initial seed, the seed the RandomState was (re)started from
+
+
+def _check_seed(seed, what):
+    """A seed as PyTorch takes it: an int in [-2**63, 2**64), negative ones taken modulo 2**64."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"Generator.{what}: expected an int seed, got {type(seed).__name__}")
+    seed = int(seed)
+    if not -2 ** 63 <= seed <= _U64:
+        raise ValueError(f"Generator.{what}: expected a seed in [-2**63, 2**64), got {seed}")
+    return seed & _U64
+
+
+def _to_bytes(*fields):
+    """Little-endian fields (value, width in bytes) as one uint8 array."""
+    return np.frombuffer(b"".join(int(v).to_bytes(w, "little") for v, w in fields), dtype=np.uint8).copy()
+
+
+def _from_bytes(raw, widths):
+    out, pos = [], 0
+    for w in widths:
+        out.append(int.from_bytes(raw[pos:pos + w], "little"))
+        pos += w
+    return out
+
+
+class Generator:
+    """A random number generator on ``device`` ("cpu" or "cuda[:i]"), as torch.Generator.
+
+    ``manual_seed(seed)`` (returns the generator), ``seed()`` (a fresh nondeterministic seed, returned),
+    ``initial_seed()``, ``get_state()`` / ``set_state(state)`` (a uint8 CPU tensor) and ``.device``.
+
+    >>> g = ag.Generator().manual_seed(0)
+    >>> a = ag.rand(3, generator=g)
+    >>> b = ag.rand(3, generator=ag.Generator().manual_seed(0))
+    >>> bool((a == b).all())
+    True
+    """
+
+    __slots__ = ("_device", "_backend", "_rng", "_seed", "_start")
+
+    def __init__(self, device: Device | str = "cpu") -> None:
+        if not isinstance(device, (Device, str)):
+            raise TypeError(f"Generator: expected a device (a str such as 'cpu' or 'cuda:0', or an ag.device), "
+                            f"got {type(device).__name__}")
+        self._device = _parse_device(device)
+        self._backend = self._device.backend          # raises with the install hint when CUDA is missing
+        self._rng: Any = None
+        self._seed = 0
+        self._start = 0
+        self._reseed(_DEFAULT_SEED)
+
+    def _reseed(self, seed):
+        self._seed = self._start = seed
+        new = self._backend.make_rng(seed)
+        if self._rng is not None and self._device.type == "cpu":
+            # in place, so that a DataLoader holding the NumPy generator follows a later manual_seed
+            self._rng.bit_generator.state = new.bit_generator.state
+        else:
+            self._rng = new
+
+    @property
+    def device(self) -> Device:
+        """The device the generator draws on."""
+        return self._device
+
+    def manual_seed(self, seed: int) -> "Generator":
+        """Seed the generator (an int in [-2**63, 2**64); negative seeds are taken modulo 2**64); returns it."""
+        self._reseed(_check_seed(seed, "manual_seed"))
+        return self
+
+    def seed(self) -> int:
+        """Seed the generator from the operating system's entropy and return that seed."""
+        s = int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
+        self._reseed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        """The seed the generator was last seeded with (PyTorch's default, 67280421310721, until then)."""
+        return self._seed
+
+    def get_state(self) -> Tensor:
+        """The generator's state as a uint8 CPU tensor, for ``set_state``. On the CPU, the seed and the whole
+        PCG64 state (45 bytes). On a GPU, CuPy's RandomState cannot be read, so the generator is forked: a seed
+        is drawn from it (one read from the device) and the generator restarts from that seed, which the
+        state records (16 bytes); so a get_state() on a GPU changes the numbers drawn after it."""
+        if self._device.type == "cpu":
+            st = self._rng.bit_generator.state
+            raw = _to_bytes((self._seed, 8), (st["state"]["state"], 16), (st["state"]["inc"], 16),
+                            (st["has_uint32"], 1), (st["uinteger"], 4))
+        else:
+            b = self._backend
+            self._start = int(b.item(self._rng.randint(0, 2 ** 31 - 1, size=(), dtype="int64")))
+            self._rng = b.make_rng(self._start)
+            raw = _to_bytes((self._seed, 8), (self._start, 8))
+        return Tensor._make(raw, _parse_device("cpu"))
+
+    def set_state(self, new_state: Tensor) -> "Generator":
+        """Restore a state from ``get_state()`` of a generator on the same kind of device; returns the generator."""
+        n = _CPU_STATE_BYTES if self._device.type == "cpu" else _CUDA_STATE_BYTES
+        if not isinstance(new_state, Tensor) or new_state.dtype != np.uint8 or new_state.device.type != "cpu":
+            got = (f"a {new_state.dtype} tensor on {new_state.device}" if isinstance(new_state, Tensor)
+                   else type(new_state).__name__)
+            raise TypeError(f"Generator.set_state: expected a uint8 CPU tensor (from get_state()), got {got}")
+        if new_state.ndim != 1 or new_state.shape[0] != n:
+            raise ValueError(f"Generator.set_state: expected the {n}-byte state of a {self._device.type} generator, "
+                             f"got shape {tuple(new_state.shape)}")
+        raw = np.ascontiguousarray(new_state.data).tobytes()
+        if self._device.type == "cpu":
+            seed, state, inc, has, uint = _from_bytes(raw, (8, 16, 16, 1, 4))
+            self._rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": inc},
+                                             "has_uint32": has, "uinteger": uint}
+        else:
+            seed, start = _from_bytes(raw, (8, 8))
+            self._start = start
+            self._rng = self._backend.make_rng(start)
+        self._seed = seed
+        return self
+
+    def __repr__(self) -> str:
+        return f"<ag.Generator on {self._device}>"
+
+
+def rng_for(generator: Any, dev: Device, op: str) -> Any:
+    """The backend generator to draw with on ``dev`` for ``generator=``: None (the device's global one) for
+    None, an ag.Generator's own when it is on ``dev``, else a clear error naming both devices."""
+    if generator is None:
+        return None
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{op}: expected generator to be an ag.Generator or None, got {type(generator).__name__}")
+    if generator._device is not dev:
+        raise RuntimeError(f"{op}: expected a generator on {dev} (the device of the result), got one on "
+                           f"{generator._device}")
+    return generator._rng
