@@ -136,7 +136,8 @@ class LlamaLM(nn.Module):
 def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
     """One index drawn from softmax(logits / temperature) over a 1-d tensor of logits, on its device:
     restricted to the top_k largest (ag.topk), then to the smallest set of those, by decreasing
-    probability, whose probability reaches top_p (ag.sort and ag.cumsum); temperature 0 is greedy."""
+    probability, whose probability reaches top_p (ag.sort and ag.cumsum), drawn with ag.multinomial;
+    temperature 0 is greedy."""
     if temperature <= 0:
         return int(logits.argmax().item())
     z = logits.detach() / temperature
@@ -148,9 +149,7 @@ def sample_next(logits, temperature=1.0, top_k=None, top_p=None):
     if top_p is not None and top_p < 1.0:
         before = ag.cumsum(probs, dim=-1) - probs        # probability of the candidates ahead of each one
         probs = ag.where(before < top_p, probs, ag.zeros_like(probs))   # the first always stays
-    cdf = ag.cumsum(probs, dim=-1)
-    u = ag.rand(1, device=cdf.device) * cdf[-1]           # inverse-CDF draw, no host round trip until .item()
-    j = (cdf < u).sum().clamp(max=cdf.shape[0] - 1)
+    j = ag.multinomial(probs, 1)                          # drawn on the device, no host round trip until .item()
     return int(order[j].item())
 
 

@@ -6,3 +6,4 @@ from . import conv, fft, solvers, decompositions, norms, nn  # noqa: F401
 from . import indexed  # noqa: F401
 from . import special, products, shape_extra, stats  # noqa: F401
 from . import sorting, triangles, cumulative  # noqa: F401
+from . import sampling  # noqa: F401
