@@ -45,6 +45,7 @@ def _nonzero_arrays(xp, a):
     return xp.nonzero(a.reshape(1) if a.ndim == 0 else a)
 
 
+# op table: grad/gradgrad off, as in PyTorch: integer indices, nothing to differentiate
 @register(method=True, tests=(
     OpTest((((3, 4),), ((2, 3, 2),), ((0, 3),), ((5,),)), ref=lambda np, a: np.argwhere(a), kinds=("int",),
            grad=False, gradgrad=False),
@@ -65,6 +66,7 @@ def nonzero(input, *, as_tuple=False):
     return Tensor._make(b.call(b.xp.stack, idx, axis=1).astype("int64", copy=False), x.device)
 
 
+# op table: grad/gradgrad off, as in PyTorch: integer indices, nothing to differentiate
 @register(method=True, tests=OpTest((((3, 4),), ((0, 2),), ((6,),)), ref=lambda np, a: np.argwhere(a),
                                     kinds=("int",), grad=False, gradgrad=False))
 def argwhere(input):
@@ -106,7 +108,7 @@ def _bincount_ref(np, x, w=None, minlength=0):
 
 
 @register(method=True, tests=(
-    OpTest((((7,),), ((0,),)), ref=_bincount_ref, kinds=("index:5",), grad=False, gradgrad=False),
+    OpTest((((7,),), ((0,),)), ref=_bincount_ref, kinds=("index:5",), grad=False, gradgrad=False),   # int counts
     OpTest((((7,), (7,)), ((0,), (0,))), ref=lambda np, x, w: np.bincount(x, w, minlength=6).astype(w.dtype),
            op=lambda x, w: bincount(x, w, minlength=6), name="bincount_weights", kinds=("index:5", None))))
 def bincount(input, weights=None, minlength=0):
@@ -163,6 +165,7 @@ def _finish_unique(x, values, inverse, counts, want_inverse, want_counts, inv_sh
     return out[0] if len(out) == 1 else out
 
 
+# op table: grad/gradgrad off, as in PyTorch: values picked from integer inputs, inverse and counts (no float input)
 @register(method=True, tests=(
     OpTest((((9,),), ((3, 4),), ((0,),), ((),)), ref=_unique_ref, kinds=("index:4",), grad=False, gradgrad=False),
     OpTest((((3, 4),),), op=lambda x: unique(x, return_inverse=True, return_counts=True),
@@ -226,6 +229,7 @@ def _consecutive_ref(np, a, inverse=False, counts=False, dim=None):
     return out[0] if len(out) == 1 else out
 
 
+# op table: grad/gradgrad off, as in PyTorch: values picked from integer inputs, inverse and counts (no float input)
 @register(method=True, tests=(
     OpTest((((9,),), ((3, 4),), ((0,),), ((),)), ref=_consecutive_ref, kinds=("index:2",), grad=False,
            gradgrad=False),
@@ -281,6 +285,7 @@ def _search_arrays(xp, seq, v, right, sorter):
     return _search_nd(xp, seq, v, right)
 
 
+# op table: grad/gradgrad off, as in PyTorch: integer positions, piecewise constant in both inputs
 @register(tests=(
     OpTest((((5,), (3, 4)), ((5,), ()), ((0,), (3,))), op=lambda s, v: searchsorted(_sorted_rows(s), v),
            ref=lambda np, s, v: np.searchsorted(np.sort(s), v), grad=False, gradgrad=False),
@@ -331,6 +336,7 @@ def _argsort(s):
     return Tensor._make(s.xp.argsort(s.data, axis=-1), s.device)
 
 
+# op table: grad/gradgrad off, as in PyTorch: integer positions, piecewise constant in both inputs
 @register(tests=(
     OpTest((((3, 4), (5,)), ((), (3,))), op=lambda v, bd: bucketize(v, _sorted_rows(bd)),
            ref=lambda np, v, bd: np.searchsorted(np.sort(bd), v), grad=False, gradgrad=False),

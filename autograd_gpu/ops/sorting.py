@@ -212,7 +212,7 @@ def _scalar(x):
            ref=lambda np, a: -np.sort(-a.T, 0), name="sort_descending_noncontiguous"),
     OpTest((((4, 3),),), op=lambda x: tuple(sort(x, 0, descending=True, stable=True)),
            ref=lambda np, a: (-np.sort(-a, 0), np.argsort(-a, 0, kind="stable")), name="sort_indices",
-           grad=False, gradgrad=False)))
+           grad=False, gradgrad=False)))   # (values, indices): the values' gradient is checked in the entries above
 def sort(x, dim=-1, descending=False, stable=False):
     """Sorted values along dim and the permutation that sorts them: ``(values, indices)``. The sort is
     always stable (ties keep their order, also descending); NaN sorts as the largest value."""
@@ -225,7 +225,7 @@ def sort(x, dim=-1, descending=False, stable=False):
 
 @register(method=True, tests=OpTest(
     (((3, 5),), ((2, 0),)), op=lambda x: argsort(x, dim=0, descending=True),
-    ref=lambda np, a: np.argsort(-a, 0, kind="stable"), grad=False, gradgrad=False))
+    ref=lambda np, a: np.argsort(-a, 0, kind="stable"), grad=False, gradgrad=False))   # int64 indices, as PyTorch's
 def argsort(x, dim=-1, descending=False, stable=False):
     """The indices that sort x along dim (int64; stable, as ``sort``)."""
     x, d = _prepare(x, dim, "argsort")

@@ -271,7 +271,7 @@ _MOD = OpTestOptions(domain=(0.6, 3.3), avoid=(1.0, 1.2, 1.5, 1.8, 2.0, 2.4, 2.5
     OpTest((((4,), (4,)),), ref=lambda np, a, b: np.fmod(-a, b), op=lambda a, b: fmod(-a, b), name="fmod_negative",
            **_MOD),
     OpTest((((4,), (4,)),), ref="np.fmod", kinds=("int", "int"), name="fmod_int", domain=(1.0, 9.0), grad=False,
-           gradgrad=False)))
+           gradgrad=False)))      # integer operands: nothing to differentiate (the float entries check both)
 def fmod(input, other):
     """C's fmod: input - trunc(input / other) * other, the sign of input; differentiable in both operands."""
     return _division_like(Fmod, input, other, "fmod")
@@ -286,7 +286,7 @@ def _rmod(a, b):
     OpTest((((3, 4), (3, 4)), ((2, 3), (3,))), ref=lambda np, a, b: np.remainder(-a, b),
            op=lambda a, b: remainder(-a, b), name="remainder_negative", **_MOD),
     OpTest((((4,), (4,)),), ref="np.remainder", kinds=("int", "int"), op=lambda a, b: a % b, name="mod_int",
-           domain=(1.0, 9.0), grad=False, gradgrad=False)))
+           domain=(1.0, 9.0), grad=False, gradgrad=False)))   # integer operands: nothing to differentiate
 def remainder(input, other):
     """input % other with the sign of other (Python's, NumPy's and PyTorch's convention): input -
     floor(input / other) * other; differentiable in both operands (1 and -floor(input / other))."""

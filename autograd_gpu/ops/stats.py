@@ -143,6 +143,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     return nansum(x, d, keepdim) / sum(keep, dim=d, keepdim=keepdim).to(dtype=x.dtype)
 
 
+# op table: grad/gradgrad off, as in PyTorch: an int64 count
 @register(method=True, tests=(
     OpTest((((3, 4),), ((0,),)), op=lambda x: count_nonzero(x.round()), ref=lambda np, a: np.count_nonzero(np.round(a)),
            grad=False, gradgrad=False),
@@ -281,6 +282,7 @@ def _isclose_ref(np, a, b):
     return np.isclose(a, np.where(b > 0, a * a.dtype.type(1 + 1e-6), b))
 
 
+# op table: grad/gradgrad off, as in PyTorch: a bool result
 @register(method=True, tests=OpTest((((2, 3), (2, 3)), ((2, 3), (3,))), ref=_isclose_ref, grad=False, gradgrad=False,
                                     op=lambda a, b: isclose(a, where(b > 0, a * (1 + 1e-6), b))))
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):

@@ -81,7 +81,7 @@ def _renorm_rows(w, idx, max_norm, norm_type):
 
 @register(namespace="nn.functional", tests=OpTest(
     (((2, 3),), ((0,),)), ref=lambda np, i: np.eye(5, dtype=np.int64)[i], op=lambda i: one_hot(i, 5), name="one_hot",
-    kinds=("index:5",), grad=False, gradgrad=False))
+    kinds=("index:5",), grad=False, gradgrad=False))     # an int64 result, as PyTorch's: nothing to differentiate
 def one_hot(tensor, num_classes=-1):
     """int64 tensor with a trailing dim of num_classes (max + 1 when -1): 1 at each index, else 0; no gradient."""
     t = as_tensor(tensor, "one_hot")
