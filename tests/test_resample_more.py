@@ -123,6 +123,15 @@ def test_upsample_takes_the_new_modes(device):
         np.testing.assert_allclose(m(ag.tensor(x, device=device)).numpy(), ref.numpy(), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("name, kw", [("UpsamplingNearest2d", {"scale_factor": 2.5}),
+                                      ("UpsamplingBilinear2d", {"size": (7, 3)}),
+                                      ("UpsamplingBilinear2d", {"scale_factor": 1.5})])
+def test_upsampling_2d_layers_match_pytorch(name, kw, device):
+    _compare(lambda x: getattr(nn, name)(**kw)(x), lambda x: getattr(torch.nn, name)(**kw)(x), [_r(2, 3, 4, 5)],
+             device)
+    assert repr(getattr(nn, name)(**kw)).startswith(name + "(")
+
+
 @pytest.mark.parametrize("bad, exc, match", [
     (lambda x: F.interpolate(x, size=3, mode="area", align_corners=False), ValueError, "align_corners"),
     (lambda x: F.interpolate(x, size=3, mode="nearest-exact", align_corners=True), ValueError, "align_corners"),

@@ -22,7 +22,8 @@ __all__ = ["Sequential", "ModuleList", "ModuleDict", "Linear", "Identity", "Flat
 # the structural layers of the breadth issue (transposed and 3-D convolution, normalisations, resampling, padding)
 from .conv_transpose import ConvTranspose1d, ConvTranspose2d, Conv3d
 from .normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d, RMSNorm, LocalResponseNorm
-from .resample import (Upsample, PixelShuffle, PixelUnshuffle, Unfold, Fold, ZeroPad2d, ConstantPad1d, ConstantPad2d,
+from .resample import (Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
+                       PixelShuffle, PixelUnshuffle, Unfold, Fold, ZeroPad2d, ConstantPad1d, ConstantPad2d,
                        ReflectionPad1d, ReflectionPad2d, ReplicationPad2d, CircularPad2d)
 from .structural import (AdaptiveAvgPool1d, AdaptiveMaxPool2d, Unflatten, EmbeddingBag, Dropout1d, Dropout2d,
                          AlphaDropout, Bilinear)

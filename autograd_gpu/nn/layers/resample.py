@@ -1,16 +1,18 @@
-"""Upsample, PixelShuffle, PixelUnshuffle, Unfold, Fold and the padding layers (ZeroPad2d, ConstantPad1d,
+"""Upsample (and its 2-D shorthands UpsamplingNearest2d, UpsamplingBilinear2d), PixelShuffle,
+PixelUnshuffle, Unfold, Fold and the padding layers (ZeroPad2d, ConstantPad1d,
 ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad2d, CircularPad2d): parameter-free wrappers of
 nn.functional's resampling ops."""
 from ..module import Module
 from .. import functional as F
 
-__all__ = ["Upsample", "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "ZeroPad2d", "ConstantPad1d",
+__all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
+           "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "ZeroPad2d", "ConstantPad1d",
            "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad2d", "CircularPad2d"]
 
 
 class Upsample(Module):
-    """F.interpolate as a layer: size or scale_factor, mode "nearest" (default), "linear", "bilinear",
-    "bicubic" or "trilinear", align_corners for the interpolating modes."""
+    """F.interpolate as a layer: size or scale_factor, mode "nearest" (default), "nearest-exact", "linear",
+    "bilinear", "bicubic", "trilinear" or "area", align_corners for the interpolating modes."""
 
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None):
         super().__init__()
@@ -26,6 +28,21 @@ class Upsample(Module):
     def extra_repr(self):
         what = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
         return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Upsample(size, scale_factor, mode="nearest") of (N, C, H, W), PyTorch's 2-D shorthand."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Upsample(size, scale_factor, mode="bilinear", align_corners=True) of (N, C, H, W), PyTorch's 2-D
+    shorthand (note align_corners=True, unlike Upsample's bilinear default)."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
 class PixelShuffle(Module):
