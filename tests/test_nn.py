@@ -455,7 +455,9 @@ def test_conv_argument_errors():
     with pytest.raises(ValueError, match="divisible by groups"):
         nn.Conv2d(3, 4, 3, groups=2)
     with pytest.raises(ValueError, match="padding_mode"):
-        nn.Conv2d(3, 4, 3, padding_mode="reflect")
+        nn.Conv2d(3, 4, 3, padding_mode="mirror")
+    with pytest.raises(ValueError, match="padding_mode"):
+        nn.ConvTranspose2d(3, 4, 3, padding_mode="reflect")         # PyTorch's transposed ones: only 'zeros'
 
 
 def test_pooling_shapes(device):

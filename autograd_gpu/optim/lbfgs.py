@@ -205,9 +205,27 @@ class LBFGS(Optimizer):
         return sd
 
     def _load_state_value(self, name, value, param, index):
+        if name in _SCALAR_STATE:           # numbers; PyTorch's state dict holds some as 0-d tensors
+            if isinstance(value, (list, tuple)):
+                return [_number(x) for x in value]
+            return _number(value)
         if isinstance(value, (list, tuple)):
             return [_flat_value(x, param) for x in value]
         return _flat_value(value, param)
+
+
+# the state entries that are numbers (or lists of numbers), not flat vectors
+_SCALAR_STATE = ("t", "H_diag", "prev_loss", "ro", "al", "func_evals", "n_iter")
+
+
+def _number(v):
+    """A scalar of the L-BFGS state as a Python number (a one-element tensor, as PyTorch saves t, ro, al and
+    H_diag, becomes a float; None and ints stay)."""
+    if isinstance(v, Tensor):
+        if v.data.size != 1:
+            raise ValueError(f"LBFGS.load_state_dict: expected a number, got a tensor of shape {tuple(v.shape)}")
+        return float(v.item())
+    return v
 
 
 def _array(v):

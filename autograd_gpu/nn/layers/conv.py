@@ -20,16 +20,19 @@ def _tuple(v, n, what, name="argument", minimum=None):
     return t
 
 
-def _check_channels(name, in_channels, out_channels, groups, padding_mode):
-    """The checks a convolution layer (plain or transposed) makes of its channel counts and padding mode."""
+def _check_channels(name, in_channels, out_channels, groups, padding_mode, modes=("zeros",)):
+    """The checks a convolution layer (plain or transposed) makes of its channel counts and padding mode (one
+    of ``modes``: a plain convolution takes PyTorch's four, a transposed one only 'zeros', as PyTorch)."""
     for what, v in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ValueError(f"{name}: expected {what} to be a positive int, got {v!r}")
     if in_channels % groups or out_channels % groups:
         raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
                          f"divisible by groups ({groups})")
-    if padding_mode != "zeros":
-        raise ValueError(f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+    if padding_mode not in modes:
+        raise ValueError(f"{name}: padding_mode must be " + (" or ".join(repr(m) for m in modes) if len(modes) > 1
+                                                              else f"{modes[0]!r} (the only one PyTorch supports here)")
+                         + f", got {padding_mode!r}")
 
 
 class _ConvNd(Module):
@@ -39,7 +42,8 @@ class _ConvNd(Module):
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         name, n = type(self).__name__, self._n
-        _check_channels(name, in_channels, out_channels, groups, padding_mode)
+        _check_channels(name, in_channels, out_channels, groups, padding_mode,
+                        ("zeros", "reflect", "replicate", "circular"))
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = _tuple(kernel_size, n, name, "kernel_size", 1)
         self.stride = _tuple(stride, n, name, "stride", 1)
@@ -53,6 +57,15 @@ class _ConvNd(Module):
             self.padding = padding
         else:
             self.padding = _tuple(padding, n, name, "padding", 0)
+        # padding_mode other than 'zeros': F.pad by these amounts (F.pad's order: last dim first), then convolve
+        # without padding, as PyTorch ('same' puts the odd one on the right)
+        if self.padding == "valid":
+            pads = [(0, 0)] * n
+        elif self.padding == "same":
+            pads = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for d, k in zip(self.dilation, self.kernel_size)]
+        else:
+            pads = [(p, p) for p in self.padding]
+        self._reversed_padding_repeated_twice = tuple(v for pair in reversed(pads) for v in pair)
         kw = {"device": device, "dtype": dtype}
         self.weight = Parameter(creation.empty(out_channels, in_channels // groups, *self.kernel_size, **kw))
         if bias:
@@ -76,7 +89,13 @@ class _ConvNd(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode!r}"
         return s
+
+    def _pad_input(self, x):
+        """The input padded by ``padding_mode`` (not 'zeros'), to convolve with no padding."""
+        return F.pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode)
 
 
 class Conv1d(_ConvNd):
@@ -84,6 +103,9 @@ class Conv1d(_ConvNd):
     _n = 1
 
     def forward(self, x):
+        if self.padding_mode != "zeros":
+            return F.conv1d(self._pad_input(x), self.weight, self.bias, self.stride[0], 0, self.dilation[0],
+                            self.groups)
         p = self.padding if isinstance(self.padding, str) else self.padding[0]
         return F.conv1d(x, self.weight, self.bias, self.stride[0], p, self.dilation[0], self.groups)
 
@@ -93,4 +115,6 @@ class Conv2d(_ConvNd):
     _n = 2
 
     def forward(self, x):
+        if self.padding_mode != "zeros":
+            return F.conv2d(self._pad_input(x), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)

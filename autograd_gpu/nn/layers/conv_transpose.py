@@ -15,6 +15,8 @@ class Conv3d(_ConvNd):
     _n = 3
 
     def forward(self, x):
+        if self.padding_mode != "zeros":
+            return F.conv3d(self._pad_input(x), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
         return F.conv3d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
