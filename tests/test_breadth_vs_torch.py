@@ -213,9 +213,34 @@ MODULES = {
     "GLU": (lambda: nn.GLU(dim=1), lambda: torch.nn.GLU(dim=1), [(3, 4, 2)]),
     "Hardtanh-inplace": (lambda: nn.Hardtanh(-0.5, 0.5), lambda: torch.nn.Hardtanh(-0.5, 0.5), [(3, 4)]),
     "Unflatten-named-dims": (lambda: nn.Unflatten(-1, (2, 3)), lambda: torch.nn.Unflatten(-1, (2, 3)), [(4, 6)]),
+    "MaxPool1d-ceil-dilation": (lambda: nn.MaxPool1d(3, 2, 1, dilation=2, ceil_mode=True),
+                                lambda: torch.nn.MaxPool1d(3, 2, 1, dilation=2, ceil_mode=True), [(2, 3, 10)]),
+    "AvgPool1d-ceil": (lambda: nn.AvgPool1d(3, 2, 1, ceil_mode=True), lambda: torch.nn.AvgPool1d(3, 2, 1, ceil_mode=True),
+                       [(2, 3, 8)]),
+    "AdaptiveMaxPool2d-None": (lambda: nn.AdaptiveMaxPool2d((None, 3)), lambda: torch.nn.AdaptiveMaxPool2d((None, 3)),
+                               [(2, 3, 5, 4)]),
+    "AdaptiveAvgPool1d-unbatched": (lambda: nn.AdaptiveAvgPool1d(4), lambda: torch.nn.AdaptiveAvgPool1d(4), [(3, 9)]),
+    "Upsample-trilinear": (lambda: nn.Upsample(scale_factor=2, mode="trilinear"),
+                           lambda: torch.nn.Upsample(scale_factor=2, mode="trilinear"), [(1, 2, 2, 3, 2)]),
+    "Upsample-bilinear-recompute": (
+        lambda: nn.Upsample(scale_factor=1.7, mode="bilinear", recompute_scale_factor=True),
+        lambda: torch.nn.Upsample(scale_factor=1.7, mode="bilinear", recompute_scale_factor=True), [(1, 2, 5, 4)]),
+    "Bilinear-unbatched": (lambda: nn.Bilinear(2, 3, 4), lambda: torch.nn.Bilinear(2, 3, 4), [(2,), (3,)]),
+    "Bilinear-3d": (lambda: nn.Bilinear(2, 3, 4), lambda: torch.nn.Bilinear(2, 3, 4), [(5, 6, 2), (5, 6, 3)]),
+    "Fold-unbatched": (lambda: nn.Fold((4, 5), 2), lambda: torch.nn.Fold((4, 5), 2), [(8, 12)]),
+    "PixelShuffle-5d": (lambda: nn.PixelShuffle(2), lambda: torch.nn.PixelShuffle(2), [(2, 2, 8, 2, 3)]),
+    "ZeroPad2d-negative": (lambda: nn.ZeroPad2d((-1, 2, 0, -1)), lambda: torch.nn.ZeroPad2d((-1, 2, 0, -1)),
+                           [(1, 2, 4, 4)]),
+    "Transformer-gelu-norm_first-batch_first": (
+        lambda: nn.Transformer(8, 2, 1, 1, 16, 0.0, activation="gelu", batch_first=True, norm_first=True),
+        lambda: torch.nn.Transformer(8, 2, 1, 1, 16, 0.0, activation="gelu", batch_first=True, norm_first=True),
+        [(2, 5, 8), (2, 4, 8)]),
+    "Transformer-no-bias": (lambda: nn.Transformer(8, 2, 1, 1, 16, 0.0, bias=False),
+                            lambda: torch.nn.Transformer(8, 2, 1, 1, 16, 0.0, bias=False), [(5, 2, 8), (4, 2, 8)]),
 }
 
 
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor")          # torch's Transformer with norm_first
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_with_torchs_state_dict_matches_torch(name):
     make, tmake, shapes = MODULES[name]
@@ -231,6 +256,26 @@ def test_module_with_torchs_state_dict_matches_torch(name):
         _close(am.weight.grad.numpy(), tm.weight.grad.numpy())
         return
     _compare_module(am, tm, [_r(*s) for s in shapes], [True] * len(shapes))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_scale_grad_by_freq_is_torchs_embedding_then_the_bag_reduction(mode):
+    """Each index's gradient divided by its count in the batch (PyTorch's documented semantics, what
+    torch.nn.Embedding(scale_grad_by_freq=True) followed by the bag's sum or mean gives). PyTorch 2.13's own CPU
+    embedding_bag kernel is not the reference here: it divides by wrong counts (indices [[5, 2, 2, 1, 1, 1]]
+    give index 5 a gradient of 1/3 and index 2 of 2/3, where each should get 1)."""
+    idx = np.array([[5, 2, 2, 1, 1, 1], [0, 2, 4, 4, 1, 3]])
+    torch.manual_seed(0)
+    te = torch.nn.Embedding(6, 3, scale_grad_by_freq=True).double()
+    am = _load(nn.EmbeddingBag(6, 3, mode=mode, scale_grad_by_freq=True).to(dtype=ag.float64), te)
+    e = te(torch.tensor(idx))
+    want = e.sum(1) if mode == "sum" else e.mean(1)
+    got = am(ag.tensor(idx))
+    _close(got.numpy(), want.detach().numpy())
+    g = _r(*want.shape)
+    (want * torch.tensor(g)).sum().backward()
+    (got * ag.tensor(g)).sum().backward()
+    _close(am.weight.grad.numpy(), te.weight.grad.numpy())
 
 
 @pytest.mark.parametrize("cls", ["InstanceNorm2d", "GroupNorm", "BatchNorm2d"])
@@ -380,6 +425,33 @@ def test_lbfgs_each_step_matches_torch_and_resumes_from_a_state_dict(kw, resume)
         assert (state["func_evals"], state["n_iter"]) == (tstate["func_evals"], tstate["n_iter"])
 
 
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+                                  "RAdam", "ASGD", "Rprop"])
+def test_optimizer_groups_with_their_own_options_and_parameters_without_gradients(name):
+    """Two groups (the second with its own lr and weight decay); the second group's parameter gets a gradient
+    only every third step (PyTorch skips a parameter whose .grad is None: no state change, no step count)."""
+    rng = np.random.default_rng(5)
+    a0, b0 = rng.normal(size=3), rng.normal(size=(2, 2))
+    kw = {"SGD": dict(lr=0.05, momentum=0.9), "Adadelta": {}}.get(name, dict(lr=0.05))
+    a, b = ag.tensor(a0, requires_grad=True), ag.tensor(b0, requires_grad=True)
+    ta, tb = torch.tensor(a0, requires_grad=True), torch.tensor(b0, requires_grad=True)
+    opt = getattr(optim, name)([{"params": [a]}, {"params": [b], "weight_decay": 0.1, "lr": 0.02}], **kw)
+    topt = getattr(torch.optim, name)([{"params": [ta]}, {"params": [tb], "weight_decay": 0.1, "lr": 0.02}], **kw)
+    tol = dict(rtol=1e-7, atol=1e-8) if name in LOOSE else dict(rtol=1e-10, atol=1e-12)
+    for step in range(12):
+        opt.zero_grad()
+        topt.zero_grad()
+        loss, tloss = (a * a).sum(), (ta * ta).sum()
+        if step % 3 == 0:
+            loss, tloss = loss + (b * b * b).sum(), tloss + (tb ** 3).sum()
+        loss.backward()
+        tloss.backward()
+        opt.step()
+        topt.step()
+        _close(a.numpy(), ta.detach().numpy(), what=f"step {step}, a", **tol)
+        _close(b.numpy(), tb.detach().numpy(), what=f"step {step}, b", **tol)
+
+
 # =============================================================================== schedulers: 30 epochs
 def _groups(lib, opt_name):
     """Two parameter groups (lr 0.1 and 0.2) of SGD with momentum, or of Adam (betas cycle instead)."""
@@ -460,14 +532,42 @@ def test_scheduler_30_epochs_match_torch_and_resume_from_state_dicts(name):
         ts.step()
 
 
+@pytest.mark.parametrize("name", ["StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LinearLR",
+                                  "PolynomialLR", "CosineAnnealingWarmRestarts"])
+def test_scheduler_made_with_last_epoch_resumes_as_torchs(name):
+    """A scheduler made with last_epoch=k (the optimizer's groups carrying initial_lr, as after a resume)
+    continues the schedule from epoch k, as PyTorch's."""
+    make = {"StepLR": lambda s, o: s.StepLR(o, 3, gamma=0.5, last_epoch=4),
+            "MultiStepLR": lambda s, o: s.MultiStepLR(o, [2, 6, 9], gamma=0.5, last_epoch=4),
+            "ExponentialLR": lambda s, o: s.ExponentialLR(o, 0.9, last_epoch=4),
+            "CosineAnnealingLR": lambda s, o: s.CosineAnnealingLR(o, 10, eta_min=0.01, last_epoch=4),
+            "LinearLR": lambda s, o: s.LinearLR(o, start_factor=0.2, total_iters=8, last_epoch=3),
+            "PolynomialLR": lambda s, o: s.PolynomialLR(o, total_iters=10, power=2.0, last_epoch=3),
+            "CosineAnnealingWarmRestarts": lambda s, o: s.CosineAnnealingWarmRestarts(o, 4, T_mult=2, last_epoch=5),
+            }[name]
+    opt, topt = _groups(lr_scheduler, "SGD"), _groups(torch.optim.lr_scheduler, "SGD")
+    for o in (opt, topt):
+        for g in o.param_groups:
+            g["initial_lr"] = g["lr"]
+    s, ts = make(lr_scheduler, opt), make(torch.optim.lr_scheduler, topt)
+    for epoch in range(15):
+        _close(s.get_last_lr(), ts.get_last_lr(), rtol=1e-12, atol=1e-15, what=f"epoch {epoch}")
+        _close(_snapshot(opt)[0], _snapshot(topt)[0], rtol=1e-12, atol=1e-15, what=f"epoch {epoch}")
+        opt.step()
+        topt.step()
+        s.step()
+        ts.step()
+
+
 METRICS = [1.0, 0.9, 0.95, 0.95, 0.96, 0.8, 0.8, 0.8, 0.8, 0.85, 0.79, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9,
            0.9, 0.9, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
 
 
 @pytest.mark.parametrize("kw", [{}, dict(patience=2, factor=0.5, cooldown=2, min_lr=[0.01, 0.05]),
                                 dict(mode="max", patience=1, threshold=0.05, threshold_mode="abs"),
+                                dict(mode="max", patience=2, factor=0.3, threshold=0.1),
                                 dict(patience=0, factor=0.9, eps=0.02, threshold=0.0)],
-                         ids=["defaults", "cooldown-min_lr", "max-abs", "eps"])
+                         ids=["defaults", "cooldown-min_lr", "max-abs", "max-rel", "eps"])
 def test_reduce_lr_on_plateau_30_epochs_matches_torch_and_resumes(kw):
     opt, topt = _groups(lr_scheduler, "SGD"), _groups(torch.optim.lr_scheduler, "SGD")
     s = lr_scheduler.ReduceLROnPlateau(opt, **kw)
