@@ -210,3 +210,48 @@ def test_signature_takes_pytorchs_parameters_and_defaults(kind, name, mine, thei
         if tp.kind == tp.KEYWORD_ONLY and p.kind not in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD):
             problems.append(f"{pname} must be a keyword")
     assert problems == [], f"{kind}.{name}: " + "; ".join(problems)
+
+
+# -- where each module, loss, optimizer and scheduler is compared with PyTorch ---------------------------------
+# name -> "file::test" that runs it against torch (value and gradients with a torch state dict loaded by name for
+# modules, every reduction for losses, each of 20 steps for optimizers, 30 epochs for schedulers). A drift
+# guard: the test must exist and its file must name the module (the comparisons themselves run there).
+_LAYERS = "test_breadth_layers.py::test_layer_with_pytorch_state_dict_matches_pytorch"
+_ACTIVATIONS = "test_breadth_losses.py::test_activation_module_matches_torch"
+_MODULES_VS = "test_breadth_vs_torch.py::test_module_with_torchs_state_dict_matches_torch"
+_LOSSES = "test_breadth_vs_torch.py::test_loss_module_matches_torch_for_every_reduction"
+_OPTIMIZERS = "test_breadth_vs_torch.py::test_optimizer_each_of_20_steps_matches_torch_and_resumes_from_a_state_dict"
+_SCHEDULERS = "test_breadth_vs_torch.py::test_scheduler_30_epochs_match_torch_and_resume_from_state_dicts"
+COMPARED_IN = {
+    **{n: _LAYERS for n in """ConvTranspose1d ConvTranspose2d Conv3d GroupNorm InstanceNorm1d InstanceNorm2d RMSNorm
+        LocalResponseNorm Upsample PixelShuffle PixelUnshuffle Unfold Fold AdaptiveAvgPool1d AdaptiveMaxPool2d
+        MaxPool1d AvgPool1d Unflatten ZeroPad2d ConstantPad1d ConstantPad2d ReflectionPad1d ReflectionPad2d
+        ReplicationPad2d CircularPad2d Dropout1d Dropout2d AlphaDropout Bilinear""".split()},
+    **{n: _ACTIVATIONS for n in """Mish Hardswish Hardsigmoid Hardtanh ReLU6 SELU CELU GLU PReLU Softsign Tanhshrink
+        Softshrink Hardshrink LogSigmoid""".split()},
+    **{n: _MODULES_VS for n in ("Softmax2d", "CosineSimilarity", "PairwiseDistance")},
+    **{n: _LOSSES for n in """SmoothL1Loss HuberLoss KLDivLoss MarginRankingLoss TripletMarginLoss CosineEmbeddingLoss
+        PoissonNLLLoss GaussianNLLLoss MultiMarginLoss MultiLabelSoftMarginLoss HingeEmbeddingLoss
+        SoftMarginLoss""".split()},
+    "CTCLoss": "test_breadth_vs_torch.py::test_ctc_loss_module_matches_torch_for_every_reduction",
+    "EmbeddingBag": "test_breadth_layers.py::test_embedding_bag_layer_matches_pytorch",
+    "ParameterList": "test_breadth_losses.py::test_parameter_list_registers_appends_and_round_trips_a_torch_state_dict",
+    "ParameterDict": "test_breadth_losses.py::test_parameter_dict_behaves_as_a_dict_of_parameters",
+    "Transformer": "test_transformer.py::test_full_transformer_matches_torch_and_generates_the_causal_mask",
+    **{n: _OPTIMIZERS for n in ("Adadelta", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop")},
+    "LBFGS": "test_breadth_vs_torch.py::test_lbfgs_each_step_matches_torch_and_resumes_from_a_state_dict",
+    **{n: _SCHEDULERS for n in SCHEDULERS if n != "ReduceLROnPlateau"},
+    "ReduceLROnPlateau": "test_breadth_vs_torch.py::test_reduce_lr_on_plateau_30_epochs_matches_torch_and_resumes",
+}
+
+
+def test_every_module_loss_optimizer_and_scheduler_has_a_comparison_with_torch():
+    assert sorted(COMPARED_IN) == sorted(MODULES + OPTIMIZERS + SCHEDULERS)
+    tests = Path(__file__).resolve().parent
+    missing = []
+    for name, where in COMPARED_IN.items():
+        file, test = where.split("::")
+        text = (tests / file).read_text(encoding="utf-8")
+        if f"def {test}(" not in text or not re.search(rf"(?<![\w]){name}(?![\w])", text) or "torch" not in text:
+            missing.append(f"{name} -> {where}")
+    assert missing == []
