@@ -297,3 +297,164 @@ def test_multinomial_matches_torch_on_certain_draws():
     w = [[0.0, 3.0, 0.0], [1.0, 0.0, 0.0]]
     assert ag.multinomial(ag.tensor(w), 4, True).tolist() == torch.multinomial(torch.tensor(w), 4, True).tolist()
     assert ag.multinomial(ag.tensor(w), 1).tolist() == torch.multinomial(torch.tensor(w), 1).tolist()
+
+
+# --------------------------------------------------------------------------- normal, bernoulli, in-place fills
+def test_normal_forms_and_moments(device):
+    g = ag.Generator(device).manual_seed(5)
+    m = ag.tensor([[-3.0], [4.0]], device=device)
+    s = ag.tensor([0.5, 2.0, 1.0], device=device)
+    x = ag.normal(m.expand(2, 3), s, generator=g)
+    assert x.shape == (2, 3) and x.device == ag.device(device)
+    big = _np(ag.normal(ag.full((20000,), 2.0, device=device), 3.0, generator=g))
+    assert abs(big.mean() - 2.0) < 0.1 and abs(big.std() - 3.0) < 0.1
+    assert ag.normal(1.0, ag.ones(4, device=device)).shape == (4,)
+    y = ag.normal(2.0, 0.5, (3, 2), generator=ag.Generator(device), device=device, dtype=ag.float64)
+    assert y.shape == (3, 2) and y.dtype == ag.float64
+    np.testing.assert_array_equal(_np(ag.normal(2.0, 0.5, (5,), generator=ag.Generator(device).manual_seed(1),
+                                                device=device)),
+                                  _np(ag.normal(2.0, 0.5, (5,), generator=ag.Generator(device).manual_seed(1),
+                                                device=device)))
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        ag.normal(ag.zeros(2, device=device), -1.0)
+    with pytest.raises(TypeError, match="size="):
+        ag.normal(0.0, 1.0)
+
+
+def test_normal_and_bernoulli_gradients_are_zero_as_torch():
+    m = ag.zeros(3, requires_grad=True)
+    s = ag.ones(3, requires_grad=True)
+    y = ag.normal(m, s)
+    assert y.requires_grad
+    y.sum().backward()
+    assert m.grad.tolist() == [0.0] * 3 and s.grad.tolist() == [0.0] * 3
+    p = ag.full((3,), 0.5, requires_grad=True)
+    ag.bernoulli(p).sum().backward()
+    assert p.grad.tolist() == [0.0] * 3
+    if torch is not None:
+        tm = torch.zeros(3, requires_grad=True)
+        torch.normal(tm, torch.ones(3)).sum().backward()
+        assert tm.grad.tolist() == m.grad.tolist()
+
+
+def test_bernoulli(device):
+    g = ag.Generator(device).manual_seed(2)
+    p = ag.tensor([0.0, 0.25, 1.0], device=device).expand(20000, 3)
+    d = _np(ag.bernoulli(p, generator=g))
+    assert d.dtype == np.float32 and set(np.unique(d)) <= {0.0, 1.0}
+    assert d[:, 0].sum() == 0 and d[:, 2].all() and abs(d[:, 1].mean() - 0.25) < 0.02
+    q = _np(ag.zeros(20000, device=device).bernoulli(0.75, generator=g))
+    assert abs(q.mean() - 0.75) < 0.02
+    with pytest.raises(RuntimeError, match=r"p in \[0, 1\]"):
+        ag.bernoulli(ag.tensor([0.5, 1.5], device=device)).numpy()
+    with pytest.raises(RuntimeError, match="floating-point"):
+        ag.bernoulli(ag.tensor([1, 0], device=device))
+
+
+def test_inplace_fills(device):
+    g = ag.Generator(device)
+    x = ag.zeros(20000, device=device)
+    assert x.uniform_(-1.0, 3.0, generator=g) is x
+    v = _np(x)
+    assert v.min() >= -1 and v.max() < 3 and abs(v.mean() - 1.0) < 0.05
+    v = _np(x.uniform_(**{"from": 2.0, "to": 4.0}))
+    assert v.min() >= 2 and v.max() < 4
+    v = _np(x.normal_(5.0, 0.5, generator=g))
+    assert abs(v.mean() - 5.0) < 0.05 and abs(v.std() - 0.5) < 0.05
+    v = _np(x.exponential_(2.0, generator=g))
+    assert v.min() >= 0 and abs(v.mean() - 0.5) < 0.03
+    v = _np(x.bernoulli_(0.3, generator=g))
+    assert set(np.unique(v)) <= {0.0, 1.0} and abs(v.mean() - 0.3) < 0.02
+    v = _np(x.bernoulli_(ag.full((20000,), 0.9, device=device)))
+    assert abs(v.mean() - 0.9) < 0.02
+    v = _np(x.random_(3, 7, generator=g))
+    assert set(np.unique(v)) == {3.0, 4.0, 5.0, 6.0}
+    assert set(np.unique(_np(x.random_(2)))) == {0.0, 1.0}
+    v = _np(x.random_())
+    assert v.min() >= 0 and v.max() <= 2 ** 24 and (v == np.round(v)).all()
+    i = ag.zeros(1000, dtype=ag.int64, device=device).random_(-5, 5)
+    assert i.dtype == ag.int64 and set(np.unique(_np(i))) == set(range(-5, 5))
+    assert set(np.unique(_np(ag.zeros(100, dtype=ag.bool, device=device).random_()))) == {False, True}
+    h = ag.zeros(50, dtype=ag.float16, device=device).normal_()
+    assert h.dtype == ag.float16
+    a = ag.zeros(6, device=device)
+    b = ag.zeros(6, device=device)
+    a.normal_(generator=ag.Generator(device).manual_seed(9))
+    b.normal_(generator=ag.Generator(device).manual_seed(9))
+    np.testing.assert_array_equal(_np(a), _np(b))
+
+
+def test_inplace_fill_errors_as_torch():
+    cases = [
+        (lambda t: t.zeros(3).uniform_(2, 1), "uniform_"),
+        (lambda t: t.zeros(3).normal_(0, -1), "std >= 0.0"),
+        (lambda t: t.zeros(3).bernoulli_(1.5), r"p to be in \[0, 1\]"),
+        (lambda t: t.zeros(3).exponential_(0), "lambda > 0.0"),
+        (lambda t: t.zeros(3).random_(4, 2), "'from' to be less than 'to'"),
+    ]
+    for call, message in cases:
+        with pytest.raises(RuntimeError, match=message):
+            call(ag)
+        if torch is not None:
+            with pytest.raises(RuntimeError, match=message):
+                call(torch)
+    with pytest.raises(RuntimeError, match="uniform_: a leaf tensor that requires grad"):
+        ag.ones(2, requires_grad=True).uniform_()
+    w = ag.ones(2, requires_grad=True)
+    with ag.no_grad():
+        w.normal_()                            # as nn.init does
+    with pytest.raises(TypeError, match="floating-point"):
+        ag.zeros(2, dtype=ag.int64).uniform_()
+
+
+def test_inplace_fill_in_a_graph_gives_zero_gradient():
+    a = ag.ones(3, requires_grad=True)
+    x = a * 2
+    x.uniform_()
+    (x * 3).sum().backward()
+    assert a.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+# --------------------------------------------------------------------------- data: Subset, random_split, RandomSampler
+def test_random_split():
+    ds = TensorDataset(ag.arange(10).float())
+    a, b = ag.data.random_split(ds, [7, 3], generator=ag.Generator().manual_seed(0))
+    assert len(a) == 7 and len(b) == 3 and sorted(a.indices + b.indices) == list(range(10))
+    a2, _ = ag.data.random_split(ds, [7, 3], generator=ag.Generator().manual_seed(0))
+    assert a.indices == a2.indices
+    assert float(a[0][0].item()) == a.indices[0]
+    batch = next(iter(DataLoader(a, batch_size=4)))
+    assert batch[0].tolist() == [float(i) for i in a.indices[:4]]
+    for lengths in ([0.5, 0.5], [0.3, 0.3, 0.4], [0.1, 0.9]):
+        ours = [len(s) for s in ag.data.random_split(range(11), lengths)]
+        assert sum(ours) == 11
+        if torch is not None:
+            assert ours == [len(s) for s in torch.utils.data.random_split(range(11), lengths)]
+    with pytest.raises(ValueError, match="does not equal the length"):
+        ag.data.random_split(ds, [3, 3])
+    with pytest.raises(TypeError, match="ag.Generator"):
+        ag.data.random_split(ds, [5, 5], generator=3)
+
+
+def test_random_sampler():
+    ds = TensorDataset(ag.arange(10).float())
+    s = ag.data.RandomSampler(ds, generator=ag.Generator().manual_seed(1))
+    order = list(s)
+    assert len(s) == 10 and sorted(order) == list(range(10)) and order != list(range(10))
+    assert list(ag.data.RandomSampler(ds, generator=ag.Generator().manual_seed(1))) == order
+    long = list(ag.data.RandomSampler(ds, num_samples=25))
+    assert len(long) == 25 and sorted(long[:10]) == list(range(10)) and sorted(long[10:20]) == list(range(10))
+    rep = list(ag.data.RandomSampler(ds, replacement=True, num_samples=200))
+    assert len(rep) == 200 and set(rep) == set(range(10))
+    loader = DataLoader(ds, batch_size=4, sampler=ag.data.RandomSampler(ds, generator=ag.Generator().manual_seed(1)))
+    assert [v for (b,) in loader for v in b.tolist()] == [float(i) for i in order]
+    with pytest.raises(ValueError, match="num_samples should be a positive integer"):
+        ag.data.RandomSampler(ds, num_samples=0)
+    with pytest.raises(TypeError, match="replacement should be a boolean"):
+        ag.data.RandomSampler(ds, replacement=1)
+    if torch is not None:
+        import inspect
+        assert list(inspect.signature(ag.data.RandomSampler).parameters) == \
+            list(inspect.signature(torch.utils.data.RandomSampler).parameters)
+        assert list(inspect.signature(ag.data.random_split).parameters) == \
+            list(inspect.signature(torch.utils.data.random_split).parameters)
