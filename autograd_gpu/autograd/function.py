@@ -28,6 +28,15 @@ _vmap: list[Callable] = []    # [has_batched, batched_apply] while a vmap runs (
 _new = object.__new__
 
 
+def _wrap_all(ctx, arrays):
+    """Function.of's result for a tuple of arrays: their Tensors, None kept."""
+    wrap = ctx.wrap
+    out = []
+    for a in arrays:
+        out.append(None if a is None else wrap(a))
+    return tuple(out)
+
+
 def _two_devices(cls, dev, other):
     return RuntimeError(f"{cls.__name__}: expected all tensors on one device, got {dev} and {other}; "
                         "move one with .to()")
@@ -78,29 +87,61 @@ class Function:
         ``forward`` returns ``ctx.wrap(cls.arrays(ctx, ...))``; ``of`` runs it straight."""
         raise NotImplementedError(f"{type(ctx).__name__} has no array maths (arrays) for Function.of")
 
+    # True on a backward op whose ``arrays`` returns a view of the gradient's array (Sum's regrow: a reshape
+    # and a broadcast): ``of`` wraps it with the gradient as its base, so the two share a version counter.
+    _views_grad = False
+
     @classmethod
     def of(cls, ctx, grad, *extra):
         """The gradient that ``ctx``'s backward returns, written once as this Function (the backward's own
         op) of ``grad``, ``ctx``'s saved tensors and ``extra`` (its other arguments). When nothing records
         (ctx._direct()), ``cls.arrays`` runs on the arrays (no node, no saved output rebuilt as a Tensor);
         otherwise ``cls.apply``, recorded and differentiable again. One place picks for every op and device
-        (issue 23: each backward written once)."""
+        (issue 23: each backward written once). ``arrays`` may return a tuple of arrays (a backward with
+        several gradients: Linear's gx, gw, gb), None where no gradient is wanted: the result is then the
+        tuple of their Tensors, None kept."""
         if not state.enabled and not _vmap and ctx.device.backend.context is None:     # ctx._direct(), inline
             saved = ctx._saved
             if saved is None:
-                return ctx.wrap(cls.arrays(ctx, grad.data, *extra))
-            if len(saved) == 1 and not extra and not ctx._freed:
-                t = saved[0]          # the common case (tanh, sigmoid, relu, exp): _saved_arrays' check, inline
-                if t.__class__ is tuple:                   # a saved output: (array, its version counter, ...)
-                    a, counter = t[0], t[1]
-                elif t is not None:
-                    a, counter = t.data, t._version
-                else:
-                    a = counter = None
+                r = cls.arrays(ctx, grad.data, *extra)
+                if r.__class__ is not tuple:
+                    return ctx.wrap(r, grad if cls._views_grad else None)
+                return _wrap_all(ctx, r)
+            r = None
+            if not ctx._freed:
                 versions = ctx._saved_versions
-                if counter is None or counter[0] == (0 if versions is None else versions[0]):
-                    return ctx.wrap(cls.arrays(ctx, grad.data, a))
-            return ctx.wrap(cls.arrays(ctx, grad.data, *ctx._saved_arrays(), *extra))
+                if len(saved) == 1 and not extra:
+                    t = saved[0]      # the common case (tanh, sigmoid, relu, exp): _saved_arrays' check, inline
+                    if t.__class__ is tuple:               # a saved output: (array, its version counter, ...)
+                        a, counter = t[0], t[1]
+                    elif t is not None:
+                        a, counter = t.data, t._version
+                    else:
+                        a = counter = None
+                    if counter is None or counter[0] == (0 if versions is None else versions[0]):
+                        return ctx.wrap(cls.arrays(ctx, grad.data, a))
+                elif versions is None:            # several saved, none written in place before it was saved
+                    arrays = []
+                    for t in saved:
+                        if t.__class__ is tuple:
+                            a, counter = t[0], t[1]
+                        elif t is not None:
+                            a, counter = t.data, t._version
+                        else:
+                            a = counter = None
+                        if counter is not None and counter[0]:
+                            break                  # written in place since: _saved_arrays checks (and raises)
+                        arrays.append(a)
+                    else:
+                        r = cls.arrays(ctx, grad.data, *arrays, *extra)
+            if r is None:
+                r = cls.arrays(ctx, grad.data, *ctx._saved_arrays(), *extra)
+            if r.__class__ is not tuple:
+                return ctx.wrap(r)
+            if len(r) == 2:                       # (Mul's two gradients), without the loop
+                a, b = r
+                return (None if a is None else ctx.wrap(a)), (None if b is None else ctx.wrap(b))
+            return _wrap_all(ctx, r)
         return cls.apply(grad, *ctx.saved_tensors, *extra)
 
     @staticmethod
@@ -359,16 +400,19 @@ class Function:
     def _record_outputs(self, out, args):
         """Mark the outputs of a forward that returned a tuple (or something unusual)."""
         outs = out if isinstance(out, tuple) else (out,)
+        none_ok = getattr(type(self), "materialize_grads", True) is False    # (a backward op's unwanted gradients)
         for o in outs:
-            if not isinstance(o, Tensor):
+            if not isinstance(o, Tensor) and not (o is None and none_ok):
                 raise TypeError(f"{type(self).__name__}.forward must return Tensors (wrap arrays with ctx.wrap), "
                                 f"got {type(o).__name__}")
         # an input returned as an output becomes a new tensor on the same memory, as in PyTorch
-        outs = tuple(self._alias(o) if any(o is a for a in args) else o for o in outs)
+        outs = tuple(self._alias(o) if o is not None and any(o is a for a in args) else o for o in outs)
         self._n_out = len(outs)
         if self._n_out > 1:
-            self._out_meta = [(o.data.shape, o.data.dtype) for o in outs]
+            self._out_meta = [None if o is None else (o.data.shape, o.data.dtype) for o in outs]
         for i, o in enumerate(outs):
+            if o is None:
+                continue
             if o.grad_fn is not None or o.requires_grad:
                 raise RuntimeError(f"{type(self).__name__}.forward returned a tensor that is already in the "
                                    "graph; return a new Tensor (e.g. x.clone())")

@@ -237,7 +237,8 @@ def _loop(cls, args, kwargs, warn=True):
         results.append(cls.apply(*(pick(a, idx) for a in args), **{k: pick(v, idx) for k, v in kwargs.items()}))
     first = results[0]
     if isinstance(first, tuple):
-        return tuple(_wrap(reshape(stack([r[i] for r in results]), sizes + first[i].shape), levels)
+        return tuple(None if first[i] is None else       # (a gradient not wanted: None in every result)
+                     _wrap(reshape(stack([r[i] for r in results]), sizes + first[i].shape), levels)
                      for i in range(len(first)))
     return _wrap(reshape(stack(results), sizes + first.shape), levels)
 

@@ -239,32 +239,64 @@ class Mul(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        a, b = ctx.saved_tensors
-        need_a, need_b = ctx.needs_input_grad
-        ad, bd = a.data, b.data
-        if ad.dtype.kind == "c" or bd.dtype.kind == "c":    # d(ab)/da = b: grad * conj(b)
+        if grad.data.dtype.kind == "c":         # d(ab)/da = b: grad * conj(b)
+            a, b = ctx.saved_tensors
+            need_a, need_b = ctx.needs_input_grad
             a, b = _cj(a), _cj(b)
-        elif ctx._direct():
-            g = grad.data
-            if need_a and need_b and g.__class__ is not _HOST:      # (the CPU skips the look-ups)
-                be = ctx.device.backend
-                if be.fused_mul_grads and g.shape == ad.shape == bd.shape and g.dtype == ad.dtype == bd.dtype \
-                        and g.dtype is not bfloat16:       # (no bfloat16 kernels: the ufuncs below)
-                    # one kernel for both products on CUDA, the one for a leaf (w of x * w, used at every
-                    # step) added into the gradient total the engine already holds for it
-                    acc = _engine.leaf_sum(ctx, 1, g.shape, g.dtype)
+            return (Mul.apply(grad, b) if need_a else None), (Mul.apply(grad, a) if need_b else None)
+        return MulBackward.of(ctx, grad, ctx.needs_input_grad, ctx)
+
+
+def _mul_backward_rule(cls, args, kwargs):
+    grad, a, b, (need_a, need_b), _ = args
+    return (Mul.apply(grad, b) if need_a else None), (Mul.apply(grad, a) if need_b else None)
+
+
+class MulBackward(Function):
+    """Mul's two gradients (grad * b, grad * a) as one op: on CUDA one kernel for both products, the one for a
+    leaf (w of x * w, used at every step) added into the gradient total the engine already holds for it
+    (``node``: the Mul node whose backward this is, when nothing records). Differentiable again (create_graph):
+    its own backward is two products per output gradient. Real operands only (Mul conjugates complex ones).
+    Under vmap: the two products, as Mul's rule batches them."""
+    batch_rule = _mul_backward_rule
+    materialize_grads = False     # a gradient not wanted is None (and so is its gradient's gradient)
+
+    @staticmethod
+    def arrays(ctx, g, a, b, needs, node=None):
+        need_a, need_b = needs
+        if need_a and need_b and g.__class__ is not _HOST:      # (the CPU skips the look-ups)
+            be = ctx.device.backend
+            if be.fused_mul_grads and g.shape == a.shape == b.shape and g.dtype == a.dtype == b.dtype \
+                    and g.dtype is not bfloat16:       # (no bfloat16 kernels: the ufuncs below)
+                if node is not None:
+                    acc = _engine.leaf_sum(node, 1, g.shape, g.dtype)
                     if acc is not None:
-                        ga, _ = be.mul_grads(g, ad, bd, acc)
-                        return ctx.wrap(ga), None
-                    acc = _engine.leaf_sum(ctx, 0, g.shape, g.dtype)
+                        return be.mul_grads(g, a, b, acc)[0], None
+                    acc = _engine.leaf_sum(node, 0, g.shape, g.dtype)
                     if acc is not None:
-                        gb, _ = be.mul_grads(g, bd, ad, acc)
-                        return None, ctx.wrap(gb)
-                    ga, gb = be.mul_grads(g, ad, bd)
-                    return ctx.wrap(ga), ctx.wrap(gb)
-            return (ctx.wrap(g * bd) if need_a else None), (ctx.wrap(g * ad) if need_b else None)
-        # Mul.apply directly: the operands were aligned in forward, so the wrapper has nothing to do
-        return (Mul.apply(grad, b) if need_a else None), (Mul.apply(grad, a) if need_b else None)
+                        return None, be.mul_grads(g, b, a, acc)[0]
+                return be.mul_grads(g, a, b)
+        return (g * b if need_a else None), (g * a if need_b else None)
+
+    @staticmethod
+    def forward(ctx, grad, a, b, needs, node):
+        ctx.save_for_backward(grad, a, b)
+        ga, gb = MulBackward.arrays(ctx, grad.data, a.data, b.data, needs)
+        return (None if ga is None else ctx.wrap(ga)), (None if gb is None else ctx.wrap(gb))
+
+    @staticmethod
+    def backward(ctx, gga, ggb):
+        # ga = grad * b, gb = grad * a: d/dgrad = gga * b + ggb * a, d/da = ggb * grad, d/db = gga * grad
+        grad, a, b = ctx.saved_tensors
+        need_g, need_a, need_b = ctx.needs_input_grad[:3]
+        d_grad = None
+        if need_g:
+            d_grad = Mul.apply(gga, b) if gga is not None else None
+            if ggb is not None:
+                d_grad = Mul.apply(ggb, a) if d_grad is None else d_grad + Mul.apply(ggb, a)
+        d_a = Mul.apply(ggb, grad) if need_a and ggb is not None else None
+        d_b = Mul.apply(gga, grad) if need_b and gga is not None else None
+        return d_grad, d_a, d_b, None, None
 
 
 class MulScalar(Function):

@@ -45,14 +45,34 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():        # _regrow on the array: the reshape and broadcast views, without two op calls
-            g = grad.data
-            if not ctx.keepdims and ctx.axes:
-                g = g.reshape(_kept_shape(ctx.shape, ctx.axes))
-            if g.shape == ctx.shape:
-                return (grad if g is grad.data else ctx.wrap(g, base=grad)), None, None
-            return ctx.wrap(ctx.xp.broadcast_to(g, ctx.shape), base=grad), None, None
-        return _regrow(grad, ctx.shape, ctx.axes, ctx.keepdims), None, None
+        return SumBackward.of(ctx, grad, ctx.shape, ctx.axes, ctx.keepdims), None, None
+
+
+def _regrow_rule(cls, args, kwargs):
+    return _regrow(*args)
+
+
+class SumBackward(Function):
+    """Sum's gradient: grad broadcast back over the reduced axes (a reshape and a broadcast view of grad's
+    array, sharing its version counter), differentiable again: its own backward is Sum of the gradient's
+    gradient over those axes. Under vmap: the reshape and broadcast ops, whose rules batch them."""
+    batch_rule = _regrow_rule
+    _views_grad = True
+
+    @staticmethod
+    def arrays(ctx, g, shape, axes, keepdims):
+        if not keepdims and axes:
+            g = g.reshape(_kept_shape(shape, axes))
+        return g if g.shape == shape else ctx.xp.broadcast_to(g, shape)
+
+    @staticmethod
+    def forward(ctx, grad, shape, axes, keepdims):
+        ctx.axes, ctx.keepdims = axes, keepdims
+        return ctx.wrap(SumBackward.arrays(ctx, grad.data, shape, axes, keepdims), base=grad)
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Sum.apply(gg, ctx.axes, ctx.keepdims), None, None, None
 
 
 @register(method=True, tests=(
