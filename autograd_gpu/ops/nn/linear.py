@@ -7,6 +7,7 @@ from ..._autocast_state import state as _amp_state
 from ..elementwise import ReluBackward, relu as _relu
 from ..linalg import MatMul, matmul
 from ..reduction import Sum
+from ..shape import broadcast_to
 from ..batching import BatchedTensor, _wrap
 from ..registry import register, OpTest
 from ._args import _float_tensor, _same_dtype
@@ -42,10 +43,7 @@ class Linear(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x, w = ctx.saved_tensors
-        if ctx._direct():
-            return _linear_grads_direct(ctx, grad.data, x.data, w.data)
-        return _linear_grads(ctx.needs_input_grad, grad, x, w)
+        return LinearBackward.of(ctx, grad, ctx.needs_input_grad)
 
 
 def _addmm(ctx, a, w, b, relu=False):
@@ -65,21 +63,16 @@ def _addmm(ctx, a, w, b, relu=False):
     return y if a.ndim == 2 else y.reshape(a.shape[:-1] + (y.shape[-1],))
 
 
-def _linear_grads_direct(ctx, g, x, w):
-    """_linear_grads on arrays, when nothing is recorded (Function._direct): the same products, without
-    the Function.apply machinery of the transpose, the two products and the sum."""
-    need_x, need_w, need_b = ctx.needs_input_grad
-    backend = ctx.device.backend
-    matmul = backend.matmul
-    g = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
-    gx = ctx.wrap(matmul(g, w) if x.ndim == 2 else matmul(g, w).reshape(x.shape)) if need_x else None
-    gw = ctx.wrap(matmul(g.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1]))) if need_w else None
-    gb = ctx.wrap(backend.bias_grad(g)) if need_b else None     # BLAS on the CPU, one reduction on CUDA
-    return gx, gw, gb
+def _linear_backward_rule(cls, args, kwargs):
+    """vmap: the gradients as the products and the column sum (their rules batch them)."""
+    grad, x, w = args[:3]
+    if cls is LinearReLUBackward:
+        grad = ReluBackward.apply(grad, args[3])
+    return _linear_grads(args[-1], grad, x, w)
 
 
 def _linear_grads(needs, grad, x, w):
-    """The gradients of x @ w.T + b: two matrix products and a column sum."""
+    """The gradients of x @ w.T + b as recorded ops: two matrix products and a column sum (under vmap)."""
     need_x, need_w, need_b = needs
     g = grad if grad.ndim == 2 else grad.reshape(-1, grad.shape[-1])
     gx = gw = gb = None
@@ -91,6 +84,67 @@ def _linear_grads(needs, grad, x, w):
     if need_b:
         gb = Sum.apply(g, (0,), False)
     return gx, gw, gb
+
+
+class LinearBackward(Function):
+    """Linear's three gradients (gx = g @ w, gw = g^T @ x, gb = the column sum of g; ``needs``: which are
+    wanted, the others None) as one op: two BLAS calls and the bias's column sum (BLAS on the CPU, one
+    reduction on CUDA), leading dims folded into rows. Differentiable again (create_graph): its own backward
+    is two products and a linear per gradient's gradient (_linear_grad_grads)."""
+    batch_rule = _linear_backward_rule
+    materialize_grads = False     # a gradient not wanted is None (and so is its gradient's gradient)
+
+    @staticmethod
+    def arrays(ctx, g, x, w, needs):
+        need_x, need_w, need_b = needs
+        backend = ctx.device.backend
+        matmul = backend.matmul
+        g = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
+        gx = (matmul(g, w) if x.ndim == 2 else matmul(g, w).reshape(x.shape)) if need_x else None
+        gw = matmul(g.T, x if x.ndim == 2 else x.reshape(-1, x.shape[-1])) if need_w else None
+        gb = backend.bias_grad(g) if need_b else None     # BLAS on the CPU, one reduction on CUDA
+        return gx, gw, gb
+
+    @staticmethod
+    def forward(ctx, grad, x, w, needs):
+        ctx.save_for_backward(grad, x, w)
+        return _wrapped(ctx, LinearBackward.arrays(ctx, grad.data, x.data, w.data, needs))
+
+    @staticmethod
+    def backward(ctx, ggx, ggw, ggb):
+        grad, x, w = ctx.saved_tensors
+        return _linear_grad_grads(ctx.needs_input_grad[:3], ggx, ggw, ggb, grad, x, w) + (None,)
+
+
+def _wrapped(ctx, arrays):
+    return tuple(None if a is None else ctx.wrap(a) for a in arrays)
+
+
+def _linear_grad_grads(needs, ggx, ggw, ggb, grad, x, w):
+    """The gradients of (gx, gw, gb) = (g @ w, g^T @ x, sum(g)) with respect to grad, x and w, given theirs
+    (None: zero), as recorded ops (g and x with their leading dims folded into rows)."""
+    need_g, need_x, need_w = needs
+    g = grad if grad.ndim == 2 else grad.reshape(-1, grad.shape[-1])
+    x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
+    if ggx is not None and ggx.ndim != 2:
+        ggx = ggx.reshape(-1, ggx.shape[-1])
+    d_grad = d_x = d_w = None
+    if need_g and (ggx is not None or ggw is not None or ggb is not None):
+        if ggw is not None:
+            d_grad = Linear.apply(x2, ggw, ggb)                       # x @ ggw^T + ggb
+            if ggx is not None:
+                d_grad = d_grad + Linear.apply(ggx, w, None)          # + ggx @ w^T
+        elif ggx is not None:
+            d_grad = Linear.apply(ggx, w, ggb)
+        else:
+            d_grad = broadcast_to(ggb, g.shape)
+        d_grad = d_grad if d_grad.shape == grad.shape else d_grad.reshape(grad.shape)
+    if need_x and ggw is not None:
+        d_x = MatMul.apply(g, ggw)
+        d_x = d_x if x.ndim == 2 else d_x.reshape(x.shape)
+    if need_w and ggx is not None:
+        d_w = MatMul.apply(g.T, ggx)
+    return d_grad, d_x, d_w
 
 
 class LinearReLU(Function):
@@ -109,11 +163,29 @@ class LinearReLU(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():
-            x, w, y = ctx._saved_arrays()
-            return _linear_grads_direct(ctx, ctx.device.backend.relu_backward(grad.data, y), x, w)
-        x, w, y = ctx.saved_tensors
-        return _linear_grads(ctx.needs_input_grad, ReluBackward.apply(grad, y), x, w)
+        return LinearReLUBackward.of(ctx, grad, ctx.needs_input_grad)
+
+
+class LinearReLUBackward(LinearBackward):
+    """LinearReLU's three gradients: Linear's of the gradient masked by the saved output (relu_backward: one
+    kernel), as one op; its own backward is Linear's backward's, masked again (the mask has no gradient)."""
+    batch_rule = _linear_backward_rule
+
+    @staticmethod
+    def arrays(ctx, g, x, w, y, needs):
+        return LinearBackward.arrays(ctx, ctx.device.backend.relu_backward(g, y), x, w, needs)
+
+    @staticmethod
+    def forward(ctx, grad, x, w, y, needs):
+        ctx.save_for_backward(grad, x, w, y)
+        return _wrapped(ctx, LinearReLUBackward.arrays(ctx, grad.data, x.data, w.data, y.data, needs))
+
+    @staticmethod
+    def backward(ctx, ggx, ggw, ggb):
+        grad, x, w, y = ctx.saved_tensors
+        d_masked, d_x, d_w = _linear_grad_grads(ctx.needs_input_grad[:3], ggx, ggw, ggb,
+                                                ReluBackward.apply(grad, y), x, w)
+        return (None if d_masked is None else ReluBackward.apply(d_masked, y)), d_x, d_w, None, None
 
 
 def _linear_relu(input, weight, bias=None):
