@@ -8,7 +8,7 @@ from ...autograd.function import Function
 from ...dtypes import is_floating, bfloat16
 from ...tensor import Tensor
 from .._autocast import cast_float32
-from ..elementwise import (Mul, Softplus, mul, where, clamp, log, square, greater, equal, abs as _abs)
+from ..elementwise import (Softplus, mul, where, clamp, log, square, greater, equal, abs as _abs)
 from ..indexing import Gather, ScatterAddInto, _along
 from ..reduction import sum as _sum
 from ..shape import reshape
@@ -17,7 +17,7 @@ from .. import batching
 from ..batching import _bsizes, _wrap
 from ..registry import register, OpTest
 from ._args import _HOST, _float_tensor, _reduction, _reduce, _same_dtype, _index_tensor, _check_range
-from .activation import LogSoftmax, LogSoftmaxBackward, log_softmax, softmax
+from .activation import LogSoftmax, LogSoftmaxBackward, Softmax, SoftmaxBackward, log_softmax, softmax
 
 _W4 = [0.5, 1.0, 2.0, 1.5]            # class weights of the op table's entries (C = 4)
 
@@ -67,9 +67,7 @@ class NllLoss(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():
-            return ctx.wrap(_nll_grad_array(ctx, grad.data)), None, None, None
-        return _nll_grad(ctx, grad), None, None, None
+        return NllLossBackward.of(ctx, grad, ctx.idx, ctx.scale, ctx.shape), None, None, None
 
 
 def _nll_forward(ctx, logp, idx, coef, reduction):
@@ -92,33 +90,57 @@ def _nll_forward(ctx, logp, idx, coef, reduction):
     return losses
 
 
-def _nll_grad_array(ctx, g):
-    """NllLoss's gradient on arrays (Function._direct): -scale * g scattered into zeros."""
-    src = (g * -ctx.scale).reshape(ctx.idx.shape)
-    out = ctx.xp.zeros(ctx.shape, dtype=src.dtype)
-    ctx.device.backend.scatter_add(out, _along(ctx.xp, ctx.idx, 1), src)
-    return out
+def _nll_backward_rule(cls, args, kwargs):
+    """vmap (a batched gradient): -scale * grad as a product, scattered into the target column, both batched
+    by their rules."""
+    grad, idx, scale, shape = args
+    backend = grad.device.backend
+    g = mul(grad, Tensor._make(backend.call(backend.xp.negative, scale), grad.device))
+    return ScatterAddInto.apply(g.reshape(idx.shape), idx, 1, shape)
 
 
-def _nll_grad(ctx, grad):
-    """NllLoss's gradient as recorded ops."""
-    neg = ctx.wrap(ctx.device.backend.call(ctx.xp.negative, ctx.scale))  # on its GPU
-    g = Mul.apply(grad, neg) if grad.shape == neg.shape else mul(grad, neg)
-    return ScatterAddInto.apply(g.reshape(ctx.idx.shape), ctx.idx, 1, ctx.shape)
+class NllLossBackward(Function):
+    """NllLoss's gradient, -scale * grad scattered into zeros of the input's shape at the target columns
+    (``idx``, ``scale``: what NllLoss's forward kept, or _index_scale's from a fused loss's targets), as one op;
+    differentiable again: its own backward picks the gradient's gradient at those columns (_nll_grad_grad)."""
+    batch_rule = _nll_backward_rule
+
+    @staticmethod
+    def arrays(ctx, g, idx, scale, shape):
+        src = (g * -scale).reshape(idx.shape)
+        out = ctx.xp.zeros(shape, dtype=src.dtype)
+        ctx.device.backend.scatter_add(out, _along(ctx.xp, idx, 1), src)
+        return out
+
+    @staticmethod
+    def forward(ctx, grad, idx, scale, shape):
+        ctx.idx, ctx.scale, ctx.shape = idx, scale, grad.shape
+        return ctx.wrap(NllLossBackward.arrays(ctx, grad.data, idx, scale, shape))
+
+    @staticmethod
+    def backward(ctx, gg):
+        return _nll_grad_grad(ctx, gg, ctx.idx, ctx.scale, ctx.shape), None, None, None
 
 
-def _index_scale(ctx, t, ignore, reduction, dtype):
-    """NllLoss's ctx.idx, ctx.scale from the fused losses' targets (backend.class_targets' pair) again, for the
-    backward that records Tensor ops (on the targets' GPU: backend.call)."""
-    xp = ctx.xp
-    t, valid = ctx.device.backend.target_mask(t, ignore)
+def _nll_grad_grad(ctx, gg, idx, scale, shape):
+    """The gradient with respect to grad of NllLoss's gradient (of shape ``shape``), given that gradient's
+    gradient gg: -scale * gg at the target columns, summed to the loss's shape (a recorded op each)."""
+    backend = ctx.device.backend
+    d = mul(Gather.apply(gg, idx, 1).reshape(scale.shape), ctx.wrap(backend.call(backend.xp.negative, scale)))
+    return d if d.shape == shape else _sum(d).reshape(shape)
+
+
+def _index_scale(backend, t, ignore, reduction, dtype):
+    """NllLoss's (idx, scale) from the fused losses' targets (backend.class_targets' pair) again, for the
+    gradient's gradient and vmap (on the targets' GPU: backend.call)."""
+    xp = backend.xp
+    t, valid = backend.target_mask(t, ignore)
     coef = valid.astype(dtype)
-    ctx.idx = t[:, None]
     if reduction == "mean":
         total = coef.sum()
         nonzero = total != 0                       # every target ignored: a zero gradient, not 0/0 = nan
         coef = xp.where(nonzero, coef, 0) / xp.where(nonzero, total, 1)
-    ctx.scale = coef
+    return t[:, None], coef
 
 
 def _fused_loss(ctx, kernel, x, t, ignore, reduction):
@@ -142,13 +164,38 @@ class FusedNllLoss(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        logp, = ctx._saved_arrays()
-        if ctx._direct():
-            return ctx.wrap(ctx.device.backend.nll_loss_backward(grad.data, logp, ctx.t, ctx.ignore, ctx.fused,
-                                                                 ctx.reduction)), None, None, None
-        ctx.device.backend.call(_index_scale, ctx, ctx.t, ctx.ignore, ctx.reduction, logp.dtype)
-        ctx.shape = logp.shape
-        return _nll_grad(ctx, grad), None, None, None
+        return FusedNllLossBackward.of(ctx, grad, ctx.t, ctx.ignore, ctx.fused, ctx.reduction), None, None, None
+
+
+def _fused_backward_rule(cls, args, kwargs):
+    """vmap (a batched gradient): NllLossBackward (and for cross-entropy LogSoftmaxBackward), batched by their
+    rules, on the targets as NllLoss's (idx, scale)."""
+    grad, x, t, ignore, _, reduction = args
+    backend = x.device.backend
+    idx, scale = backend.call(_index_scale, backend, t, ignore, reduction, x.dtype)
+    g = NllLossBackward.apply(grad, idx, scale, x.shape)
+    return g if cls is FusedNllLossBackward else LogSoftmaxBackward.apply(g, LogSoftmax.apply(x, 1), 1)
+
+
+class FusedNllLossBackward(Function):
+    """FusedNllLoss's gradient as one op: the backend's fused kernel (backend.nll_loss_backward); differentiable
+    again as NllLossBackward (the gradient is linear in grad and does not depend on logp)."""
+    batch_rule = _fused_backward_rule
+
+    @staticmethod
+    def arrays(ctx, g, logp, t, ignore, fused, reduction):
+        return ctx.device.backend.nll_loss_backward(g, logp, t, ignore, fused, reduction)
+
+    @staticmethod
+    def forward(ctx, grad, logp, t, ignore, fused, reduction):
+        backend = ctx.device.backend
+        ctx.idx, ctx.scale = backend.call(_index_scale, backend, t, ignore, reduction, logp.dtype)
+        ctx.shape = grad.shape
+        return ctx.wrap(FusedNllLossBackward.arrays(ctx, grad.data, logp.data, t, ignore, fused, reduction))
+
+    @staticmethod
+    def backward(ctx, gg):
+        return _nll_grad_grad(ctx, gg, ctx.idx, ctx.scale, ctx.shape), None, None, None, None, None
 
 
 class CrossEntropy(Function):
@@ -167,15 +214,40 @@ class CrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx._direct():                  # nothing recorded: the backend's fused backward
-            x, = ctx._saved_arrays()
-            return ctx.wrap(ctx.device.backend.cross_entropy_backward(grad.data, x, ctx.t, ctx.ignore, ctx.fused,
-                                                                      ctx.reduction)), None, None, None
-        x, = ctx.saved_tensors
-        ctx.device.backend.call(_index_scale, ctx, ctx.t, ctx.ignore, ctx.reduction, x.dtype)
-        ctx.shape = x.shape
-        logp = LogSoftmax.apply(x, 1)      # recorded under create_graph: the gradient depends on x
-        return LogSoftmaxBackward.apply(_nll_grad(ctx, grad), logp, 1), None, None, None
+        return CrossEntropyBackward.of(ctx, grad, ctx.t, ctx.ignore, ctx.fused, ctx.reduction), None, None, None
+
+
+class CrossEntropyBackward(Function):
+    """CrossEntropy's gradient as one op: the backend's fused kernel (backend.cross_entropy_backward), equal to
+    gx = h - softmax(x) * sum(h) with h NllLoss's gradient of grad. Differentiable again: its own backward
+    recomputes softmax(x) from the saved input (recorded ops: d/dh = gg - sum(gg * p), d/dp = -gg * sum(h)
+    through the softmax's backward)."""
+    batch_rule = _fused_backward_rule
+
+    @staticmethod
+    def arrays(ctx, g, x, t, ignore, fused, reduction):
+        return ctx.device.backend.cross_entropy_backward(g, x, t, ignore, fused, reduction)
+
+    @staticmethod
+    def forward(ctx, grad, x, t, ignore, fused, reduction):
+        backend = ctx.device.backend
+        ctx.idx, ctx.scale = backend.call(_index_scale, backend, t, ignore, reduction, x.dtype)
+        ctx.save_for_backward(grad, x)
+        return ctx.wrap(CrossEntropyBackward.arrays(ctx, grad.data, x.data, t, ignore, fused, reduction))
+
+    @staticmethod
+    def backward(ctx, gg):
+        grad, x = ctx.saved_tensors
+        need_g, need_x = ctx.needs_input_grad[:2]
+        p = Softmax.apply(x, 1)
+        d_grad = d_x = None
+        if need_g:
+            d_h = gg - (gg * p).sum(1, keepdims=True)
+            d_grad = _nll_grad_grad(ctx, d_h, ctx.idx, ctx.scale, grad.shape)
+        if need_x:
+            h = NllLossBackward.apply(grad, ctx.idx, ctx.scale, x.shape)
+            d_x = SoftmaxBackward.apply(-(gg * h.sum(1, keepdims=True)), p, 1)
+        return d_grad, d_x, None, None, None, None
 
 
 _FUSED_CE_MAX = 1 << 16     # elements of input up to which cross_entropy uses CrossEntropy on the host (NumPy
