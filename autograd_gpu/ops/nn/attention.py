@@ -5,16 +5,16 @@ import math
 
 from ...autograd.function import Function
 from ...dtypes import is_floating, bfloat16
-from ...autograd.grad_mode import state
 from ...tensor import Tensor
 from .._autocast import cast_low
-from ..shape import broadcast_shapes, broadcast_to, sum_to as _sum_to
+from ..shape import broadcast_shapes, broadcast_to, sum_to as _sum_to, _sum_to_array
 from ..linalg import matmul
 from .._util import as_tensor
+from .. import batching
 from ..batching import _wrap, _union, _align, _expand
 from ..registry import register, OpTest
 from ._args import _float_tensor, _same_dtype
-from .activation import Softmax
+from .activation import Softmax, SoftmaxBackward
 
 # a boolean attn_mask of the op table (True = takes part), no row all False
 _BOOL_MASK = [[True, False, True, True, False], [True, True, False, False, False], [False, True, True, True, True]]
@@ -71,70 +71,119 @@ class ScaledDotProductAttention(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        q, k, v, mask = ctx.saved_tensors
-        need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
-        if not state.enabled:       # no graph of the gradient wanted: in-place array passes
-            return ScaledDotProductAttention._backward_arrays(ctx, grad, q, k, v, mask)
-        s = matmul(q, k.swapaxes(-1, -2)) * ctx.scale     # the probabilities as recorded ops, to differentiate
-        p = Softmax.apply(s if mask is None else s + mask, s.ndim - 1)
-        keep = None if ctx.keep is None else ctx.wrap(ctx.keep)
-        gv = None
-        if need_v:
-            gv = _sum_to(matmul((p if keep is None else p * keep).swapaxes(-1, -2), grad), v.shape)
-        if not (need_q or need_k or need_mask):
-            return None, None, gv, None, None, None
-        dp = matmul(grad, v.swapaxes(-1, -2))
-        if keep is not None:
-            dp = dp * keep
-        ds = p * (dp - (dp * p).sum(-1, keepdims=True))
-        gmask = _sum_to(ds, mask.shape) if need_mask else None
-        ds = ds * ctx.scale
-        gq = _sum_to(matmul(ds, k), q.shape) if need_q else None
-        gk = _sum_to(matmul(ds.swapaxes(-1, -2), q), k.shape) if need_k else None
-        return gq, gk, gv, gmask, None, None
+        return AttentionBackward.of(ctx, grad, ctx) + (None, None)
+
+
+class AttentionBackward(Function):
+    """ScaledDotProductAttention's gradients (gq, gk, gv, gmask; None where ``node``, the attention's node, needs
+    none) as one op on arrays: dP and dS share one buffer; the scale in dS (softmax_takes_scale), or on the
+    (L, E) arrays (dK from the saved q * scale); the blocked causal path on the CPU. Differentiable again: its
+    own backward recomputes the probabilities from q and k as recorded ops and runs the second derivative
+    through the two products around the softmax's backward."""
+    batch_rule = batching.loop
+    materialize_grads = False     # a gradient not wanted is None (and so is its gradient's gradient)
 
     @staticmethod
-    def _backward_arrays(ctx, grad, q, k, v, mask):
-        """The backward above on arrays: dP and dS share one buffer; the scale in dS (softmax_takes_scale),
-        or on the (L, E) arrays (dK from the saved q * scale)."""
-        need_q, need_k, need_v, need_mask = ctx.needs_input_grad[:4]
+    def arrays(ctx, g, q, k, v, mask, node):
+        need_q, need_k, need_v, need_mask = node.needs_input_grad[:4]
         xp, backend = ctx.xp, ctx.device.backend
         mm = backend.matmul
-        p, keep, g = ctx.p, ctx.keep, grad.data
-        wrap = ctx.wrap
-        if ctx.blocks is not None:
-            gq, gk, gv = _causal_backward(backend, ctx.blocks, p, g, ctx.qs, k.data, v.data, (need_q, need_k, need_v))
+        p, keep, scale, folded = node.p, node.keep, node.scale, node.folded
+        if node.blocks is not None:
+            gq, gk, gv = _causal_backward(backend, node.blocks, p, g, node.qs, k, v, (need_q, need_k, need_v))
             if need_q:
-                gq *= ctx.scale
-            return tuple(None if a is None else wrap(a) for a in (gq, gk, gv)) + (None, None, None)
-
-        def reduced(a, shape):         # the gradient of a broadcast input: summed back to its shape
-            return _sum_to(wrap(a), shape)
+                gq *= scale
+            return gq, gk, gv, None
 
         def product(a, b, like):       # a @ b, laid out in memory as the input it is the gradient of
             return mm(a, b, out=_laid_out_like(backend, like, like.shape) if a.shape[:-1] + b.shape[-1:] == like.shape
                       else None)
-        gv = reduced(product(xp.swapaxes(p if keep is None else p * keep, -1, -2), g, v.data), v.shape) if need_v \
+        gv = _sum_to_array(product(xp.swapaxes(p if keep is None else p * keep, -1, -2), g, v), v.shape) if need_v \
             else None
         if not (need_q or need_k or need_mask):
-            return None, None, gv, None, None, None
-        ds = mm(g, xp.swapaxes(v.data, -1, -2))           # dP, then dS = P * (dP - sum(dP * P)) in place
+            return None, None, gv, None
+        ds = mm(g, xp.swapaxes(v, -1, -2))           # dP, then dS = P * (dP - sum(dP * P)) in place
         if keep is not None:
             ds *= keep
-        folded = ctx.folded and not need_mask                 # the mask's gradient is dS without the scale
-        backend.attention_softmax_backward(ds, p, ctx.scale if folded else 1.0)
-        gmask = reduced(ds, mask.shape) if need_mask else None
-        if ctx.folded and need_mask:
-            ds = ds * backend.scalar(ctx.scale, ds.dtype)     # a new array: gmask may be ds itself
+        folded = folded and not need_mask                  # the mask's gradient is dS without the scale
+        backend.attention_softmax_backward(ds, p, scale if folded else 1.0)
+        gmask = _sum_to_array(ds, mask.shape) if need_mask else None
+        if node.folded and need_mask:
+            ds = ds * backend.scalar(scale, ds.dtype)     # a new array: gmask may be ds itself
         gq = gk = None
         if need_q:
-            gq = product(ds, k.data, q.data)
-            if not ctx.folded:
-                gq *= ctx.scale
-            gq = reduced(gq, q.shape)
+            gq = product(ds, k, q)
+            if not node.folded:
+                gq *= scale
+            gq = _sum_to_array(gq, q.shape)
         if need_k:
-            gk = reduced(product(xp.swapaxes(ds, -1, -2), ctx.qs, k.data), k.shape)
-        return gq, gk, gv, gmask, None, None
+            gk = _sum_to_array(product(xp.swapaxes(ds, -1, -2), node.qs, k), k.shape)
+        return gq, gk, gv, gmask
+
+    @staticmethod
+    def forward(ctx, grad, q, k, v, mask, node):
+        ctx.scale, ctx.keep = node.scale, node.keep
+        ctx.save_for_backward(grad, q, k, v, mask)
+        out = AttentionBackward.arrays(ctx, grad.data, q.data, k.data, v.data, None if mask is None else mask.data,
+                                       node)
+        return tuple(None if a is None else ctx.wrap(a) for a in out)
+
+    @staticmethod
+    def backward(ctx, ggq, ggk, ggv, ggmask):
+        # the first derivative, with s = scale q k^T + mask, p = softmax(s), P = p * keep:
+        # gv = P^T grad, dp = (grad v^T) * keep, ds = softmax_backward(dp, p), gmask = ds, gq = scale ds k,
+        # gk = scale ds^T q; its gradient runs back through each step (recorded ops)
+        grad, q, k, v, mask = ctx.saved_tensors
+        need_g, need_q, need_k, need_v, need_m = ctx.needs_input_grad[:5]
+        c = ctx.scale
+        kt = k.swapaxes(-1, -2)
+        s = matmul(q, kt) * c
+        d = s.ndim - 1
+        p = Softmax.apply(s if mask is None else s + mask, d)
+        keep = None if ctx.keep is None else ctx.wrap(ctx.keep)
+        d_g = d_q = d_k = d_v = d_m = d_p = None
+
+        def add(a, b):
+            return b if a is None else a + b
+        lam = None                              # the gradient reaching ds
+        if ggq is not None:
+            lam = matmul(ggq, kt) * c
+        if ggk is not None:
+            lam = add(lam, matmul(q, ggk.swapaxes(-1, -2)) * c)
+        if ggmask is not None:
+            lam = add(lam, ggmask)
+        if lam is not None:
+            dp = matmul(grad, v.swapaxes(-1, -2))
+            dp = dp if keep is None else dp * keep
+            if need_g or need_v:
+                d_dp = SoftmaxBackward.apply(lam, p, d)
+                d_dp = d_dp if keep is None else d_dp * keep
+                d_g = matmul(d_dp, v) if need_g else None
+                d_v = matmul(d_dp.swapaxes(-1, -2), grad) if need_v else None
+            if need_q or need_k or need_m:
+                d_p = lam * (dp - (dp * p).sum(d, keepdims=True)) - dp * (lam * p).sum(d, keepdims=True)
+                if (need_q and ggk is not None) or (need_k and ggq is not None):
+                    ds = SoftmaxBackward.apply(dp, p, d)
+                    if need_q and ggk is not None:
+                        d_q = matmul(ds, ggk) * c
+                    if need_k and ggq is not None:
+                        d_k = matmul(ds.swapaxes(-1, -2), ggq) * c
+        if ggv is not None:
+            if need_g:
+                d_g = add(d_g, matmul(p if keep is None else p * keep, ggv))
+            if need_q or need_k or need_m:
+                t = matmul(grad, ggv.swapaxes(-1, -2))
+                d_p = add(d_p, t if keep is None else t * keep)
+        if d_p is not None:
+            d_s = SoftmaxBackward.apply(d_p, p, d)
+            if need_q:
+                d_q = add(d_q, matmul(d_s, k) * c)
+            if need_k:
+                d_k = add(d_k, matmul(d_s.swapaxes(-1, -2), q) * c)
+            d_m = d_s if need_m else None
+        return (None if d_g is None else _sum_to(d_g, grad.shape), None if d_q is None else _sum_to(d_q, q.shape),
+                None if d_k is None else _sum_to(d_k, k.shape), None if d_v is None else _sum_to(d_v, v.shape),
+                None if d_m is None else _sum_to(d_m, mask.shape), None)
 
 
 # Causal attention on the CPU skips the keys a query cannot see: the queries in CAUSAL_BLOCKS row blocks,

@@ -3,11 +3,11 @@ and layer_norm (the fused LayerNorm Function over the backend's layer_norm kerne
 instance_norm, rms_norm and local_response_norm, composed from recorded ops (their Functions hold the
 gradients and vmap rules)."""
 from ...autograd.function import Function
-from ...autograd.grad_mode import state
 from ...tensor import Tensor
 from ...dtypes import bfloat16
 from .._autocast import cast_float32
 from ..elementwise import rsqrt
+from ..shape import broadcast_to
 from ..batching import BatchedTensor, _wrap, _shift
 from ..registry import register, OpTest
 from ._args import _float_tensor, _same_dtype, as_tensor
@@ -146,28 +146,102 @@ class LayerNorm(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x, w, b = ctx.saved_tensors
-        axes = ctx.axes
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        if not state.enabled:       # no graph of the gradient wanted: the backend's fused backward on arrays
-            shape, k = x.shape, len(axes)
-            n = _prod(shape[len(shape) - k:])
-            gx, gw, gb = ctx.device.backend.layer_norm_backward(
-                grad.data.reshape(_prod(shape[:len(shape) - k]), n), ctx.stats,
-                None if w is None else w.data.reshape(n), need_x, need_w, need_b)
-            wshape = shape[len(shape) - k:]
-            return (None if gx is None else ctx.wrap(_shaped(gx, shape)),
-                    None if gw is None else ctx.wrap(_shaped(gw, wshape)),
-                    None if gb is None else ctx.wrap(_shaped(gb, wshape)), None, None)
-        lead = tuple(range(x.ndim - len(axes)))
-        xhat, rstd = _normalized(x, axes, ctx.eps)
-        gw = (grad * xhat).sum(lead) if need_w else None
-        gb = grad.sum(lead) if need_b else None
-        gx = None
-        if need_x:
+        return LayerNormBackward.of(ctx, grad, ctx.stats, ctx.axes, ctx.eps, ctx.needs_input_grad[:3]) + (None, None)
+
+
+def _norm_backward_rule(cls, args, kwargs):
+    """vmap (a batched gradient): the gradients as recorded ops from the input (their rules batch them)."""
+    center = cls is LayerNormBackward
+    grad, x, w = args[:3]
+    axes, eps, needs = args[-3:]
+    lead = tuple(range(x.ndim - len(axes)))
+    xhat, rstd = _normalized(x, axes, eps) if center else _rms_normalized(x, axes, eps)
+    gw = (grad * xhat).sum(lead) if needs[1] else None
+    gx = None
+    if needs[0]:
+        g = grad if w is None else grad * w
+        gx = (g - g.mean(axes, keepdims=True) if center else g) - xhat * (g * xhat).mean(axes, keepdims=True)
+        gx = gx * rstd
+    return (gx, gw, grad.sum(lead) if needs[2] else None) if center else (gx, gw)
+
+
+class LayerNormBackward(Function):
+    """LayerNorm's gradients (gx, gw, gb; ``needs``: which are wanted, the others None) as one op: the backend's
+    fused backward (layer_norm_backward) from the forward's saved statistics. Differentiable again: its own
+    backward is the analytic second derivative as recorded ops (_norm_grad_grads)."""
+    batch_rule = _norm_backward_rule
+    materialize_grads = False     # a gradient not wanted is None (and so is its gradient's gradient)
+
+    @staticmethod
+    def arrays(ctx, g, x, w, b, stats, axes, eps, needs):
+        shape, k = x.shape, len(axes)
+        n = _prod(shape[len(shape) - k:])
+        gx, gw, gb = ctx.device.backend.layer_norm_backward(
+            g.reshape(_prod(shape[:len(shape) - k]), n), stats, None if w is None else w.reshape(n), *needs)
+        wshape = shape[len(shape) - k:]
+        return (None if gx is None else _shaped(gx, shape), None if gw is None else _shaped(gw, wshape),
+                None if gb is None else _shaped(gb, wshape))
+
+    @staticmethod
+    def forward(ctx, grad, x, w, b, stats, axes, eps, needs):
+        ctx.axes, ctx.eps = axes, eps
+        ctx.save_for_backward(grad, x, w)
+        out = LayerNormBackward.arrays(ctx, grad.data, x.data, None if w is None else w.data, None, stats, axes,
+                                       eps, needs)
+        return tuple(None if a is None else ctx.wrap(a) for a in out)
+
+    @staticmethod
+    def backward(ctx, ggx, ggw, ggb):
+        grad, x, w = ctx.saved_tensors
+        return _norm_grad_grads(ctx.needs_input_grad[:3], ggx, ggw, ggb, grad, x, w, ctx.axes, ctx.eps,
+                                True) + (None,) * 5
+
+
+def _rms_normalized(x, axes, eps):
+    """x / rms(x) over axes and 1 / rms(x), as recorded Tensor ops."""
+    rstd = rsqrt((x * x).mean(axes, keepdims=True) + eps)
+    return x * rstd, rstd
+
+
+def _norm_grad_grads(needs, ggx, ggw, ggb, grad, x, w, axes, eps, center):
+    """The gradients with respect to grad, x and w of layer norm's (center) or RMS norm's gradients
+    gx = r (g - [mean(g)] - xhat mean(g xhat)), g = grad * w, gw = sum(grad * xhat), gb = sum(grad), given
+    theirs (None: zero), as recorded ops (xhat and r = 1 / std recomputed from x). With a = mean(ggx xhat):
+    d/dg = r (ggx - [mean(ggx)] - a xhat); the explicit gradient on xhat, D = grad ggw - r (c ggx + a g) with
+    c = mean(g xhat), goes back through xhat = [x - mean(x)] r, whose r depends on x:
+    d/dx = q [- mean(q)], q = r (D - xhat (mean(ggx gx) + mean(xhat D)))."""
+    need_g, need_x, need_w = needs
+    lead = tuple(range(x.ndim - len(axes)))
+    xhat, r = _normalized(x, axes, eps) if center else _rms_normalized(x, axes, eps)
+
+    def mean(t):
+        return t.mean(axes, keepdims=True)
+    d_grad = d_x = d_w = None
+    if ggx is not None:
+        a = mean(ggx * xhat)
+        dg = ((ggx - mean(ggx) if center else ggx) - a * xhat) * r
+        if need_g:
+            d_grad = dg if w is None else dg * w
+        if need_w and w is not None:
+            d_w = (grad * dg).sum(lead)
+    if need_g:
+        if ggw is not None:
+            d_grad = ggw * xhat if d_grad is None else d_grad + ggw * xhat
+        if ggb is not None:
+            d_grad = broadcast_to(ggb, grad.shape) if d_grad is None else d_grad + ggb
+    if need_x and (ggx is not None or ggw is not None):
+        D = k = None
+        if ggx is not None:
             g = grad if w is None else grad * w
-            gx = (g - g.mean(axes, keepdims=True) - xhat * (g * xhat).mean(axes, keepdims=True)) * rstd
-        return gx, gw, gb, None, None
+            c = mean(g * xhat)
+            D = (ggx * c + g * a) * -r
+            k = mean(ggx * ((g - mean(g) if center else g) - xhat * c) * r)      # mean(ggx * gx)
+        if ggw is not None:
+            D = grad * ggw if D is None else D + grad * ggw
+        s = mean(xhat * D)
+        q = (D - xhat * (s if k is None else s + k)) * r
+        d_x = q - mean(q) if center else q
+    return d_grad, d_x, d_w
 
 
 def _shaped(a, shape):
@@ -303,26 +377,36 @@ class RmsNorm(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x, w = ctx.saved_tensors
-        axes = ctx.axes
-        need_x, need_w = ctx.needs_input_grad[:2]
-        if not state.enabled:       # no graph of the gradient wanted: the backend's fused backward on arrays
-            shape, k = x.shape, len(axes)
-            n = _prod(shape[len(shape) - k:])
-            gx, gw = ctx.device.backend.rms_norm_backward(
-                grad.data.reshape(_prod(shape[:len(shape) - k]), n), ctx.stats,
-                None if w is None else w.data.reshape(n), need_x, need_w)
-            return (None if gx is None else ctx.wrap(_shaped(gx, shape)),
-                    None if gw is None else ctx.wrap(_shaped(gw, shape[len(shape) - k:])), None, None)
-        lead = tuple(range(x.ndim - len(axes)))
-        rstd = rsqrt((x * x).mean(axes, keepdims=True) + ctx.eps)
-        xhat = x * rstd
-        gw = (grad * xhat).sum(lead) if need_w else None
-        gx = None
-        if need_x:
-            g = grad if w is None else grad * w
-            gx = (g - xhat * (g * xhat).mean(axes, keepdims=True)) * rstd
-        return gx, gw, None, None
+        return RmsNormBackward.of(ctx, grad, ctx.stats, ctx.axes, ctx.eps, ctx.needs_input_grad[:2]) + (None, None)
+
+
+class RmsNormBackward(Function):
+    """RmsNorm's gradients (gx, gw) as one op: the backend's fused backward (rms_norm_backward) from the
+    forward's saved statistics; differentiable again as LayerNormBackward (_norm_grad_grads, not centred)."""
+    batch_rule = _norm_backward_rule
+    materialize_grads = False
+
+    @staticmethod
+    def arrays(ctx, g, x, w, stats, axes, eps, needs):
+        shape, k = x.shape, len(axes)
+        n = _prod(shape[len(shape) - k:])
+        gx, gw = ctx.device.backend.rms_norm_backward(
+            g.reshape(_prod(shape[:len(shape) - k]), n), stats, None if w is None else w.reshape(n), *needs)
+        return None if gx is None else _shaped(gx, shape), None if gw is None else _shaped(gw, shape[len(shape) - k:])
+
+    @staticmethod
+    def forward(ctx, grad, x, w, stats, axes, eps, needs):
+        ctx.axes, ctx.eps = axes, eps
+        ctx.save_for_backward(grad, x, w)
+        gx, gw = RmsNormBackward.arrays(ctx, grad.data, x.data, None if w is None else w.data, stats, axes, eps,
+                                        needs)
+        return (None if gx is None else ctx.wrap(gx)), (None if gw is None else ctx.wrap(gw))
+
+    @staticmethod
+    def backward(ctx, ggx, ggw):
+        grad, x, w = ctx.saved_tensors
+        return _norm_grad_grads(ctx.needs_input_grad[:3], ggx, ggw, None, grad, x, w, ctx.axes, ctx.eps,
+                                False) + (None,) * 4
 
 
 def _rms_norm_ref(np, x, k, w=None, eps=None):
