@@ -1,0 +1,178 @@
+"""Each backward written once (issue 23): the ops whose backward is a backward op called through Function.of
+(Mul, Sum, linear and its relu form, the losses, layer and RMS norm, attention) give the same gradients whether
+nothing records (the fused kernels on arrays) or create_graph records them (one node each, differentiable
+again), equal to the composed ops they replace in first and second derivatives, on both devices; a gradient not
+wanted stays None; vmap of a batched gradient goes through the backward ops' rules."""
+import numpy as np
+import pytest
+
+import autograd_gpu as ag
+import autograd_gpu.nn.functional as F
+from autograd_gpu.autograd import gradgradcheck
+from autograd_gpu.ops.nn.linear import _linear_relu
+
+RNG = np.random.default_rng(0)
+
+
+def _arrays(*shapes):
+    return [RNG.standard_normal(s) for s in shapes]
+
+
+def _derivatives(fn, arrays, device):
+    """(gradients with nothing recorded, the same under create_graph, second derivatives) of
+    sum(fn(*inputs) ** 3) and of the sum of the first gradients' cubes."""
+    ts = [ag.tensor(a, device=device, requires_grad=True) for a in arrays]
+    y = fn(*ts)
+    plain = ag.autograd.grad((y * y * y).sum(), ts)
+    ts = [ag.tensor(a, device=device, requires_grad=True) for a in arrays]
+    y = fn(*ts)
+    first = ag.autograd.grad((y * y * y).sum(), ts, create_graph=True)
+    s = first[0] * first[0] * first[0]
+    total = s.sum()
+    for g in first[1:]:
+        total = total + (g * g * g).sum()
+    second = ag.autograd.grad(total, ts)
+    return [[g.numpy() for g in gs] for gs in (plain, first, second)]
+
+
+def _check(fused, composed, arrays, device):
+    got, want = _derivatives(fused, arrays, device), _derivatives(composed, arrays, device)
+    for u, v in zip(got[0], got[1]):        # the two paths of Function.of agree
+        np.testing.assert_allclose(u, v, rtol=1e-10, atol=1e-10)
+    for gs, ws in zip(got, want):
+        for u, v in zip(gs, ws):
+            assert u.shape == v.shape
+            np.testing.assert_allclose(u, v, rtol=1e-8, atol=1e-8)
+
+
+def _composed_linear(x, w, b=None):
+    y = ag.matmul(x, w.mT)
+    return y if b is None else y + b
+
+
+def _composed_layer_norm(x, w, b, axes):
+    xc = x - x.mean(axes, keepdims=True)
+    y = xc * ag.rsqrt((xc * xc).mean(axes, keepdims=True) + 1e-5)
+    return y * w + b
+
+
+def _composed_rms_norm(x, w, axes):
+    return x * ag.rsqrt((x * x).mean(axes, keepdims=True) + 1e-5) * w
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("xshape", [(4, 3), (2, 4, 3), (1, 3)])
+def test_linear_and_linear_relu(device, xshape):
+    arrays = _arrays(xshape, (5, 3), (5,))
+    _check(F.linear, _composed_linear, arrays, device)
+    _check(_linear_relu, lambda x, w, b: ag.relu(_composed_linear(x, w, b)), arrays, device)
+    _check(lambda x, w: F.linear(x, w), _composed_linear, arrays[:2], device)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, ns", [((4, 6), (6,)), ((2, 3, 4), (3, 4)), ((1, 5), (5,))])
+def test_layer_norm_and_rms_norm(device, shape, ns):
+    axes = tuple(range(len(shape) - len(ns), len(shape)))
+    arrays = _arrays(shape, ns, ns)
+    _check(lambda x, w, b: F.layer_norm(x, ns, w, b), lambda x, w, b: _composed_layer_norm(x, w, b, axes),
+           arrays, device)
+    _check(lambda x: F.layer_norm(x, ns), lambda x: _composed_layer_norm(x, 1.0, 0.0, axes), arrays[:1], device)
+    _check(lambda x, w: F.rms_norm(x, ns, w, eps=1e-5), lambda x, w: _composed_rms_norm(x, w, axes), arrays[:2],
+           device)
+    _check(lambda x: F.rms_norm(x, ns, eps=1e-5), lambda x: _composed_rms_norm(x, 1.0, axes), arrays[:1], device)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("masked", [False, True])
+def test_attention(device, masked):
+    arrays = _arrays((2, 3, 5, 4), (2, 1, 6, 4), (2, 3, 6, 3), (5, 6))     # k broadcast over the heads
+
+    def fused(q, k, v, m=None):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+
+    def composed(q, k, v, m=None):
+        s = ag.matmul(q, k.mT) * 0.5
+        return ag.matmul(F.softmax(s if m is None else s + m, -1), v)
+    _check(fused, composed, arrays if masked else arrays[:3], device)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_losses(device, reduction):
+    x, = _arrays((5, 4))
+    t = ag.tensor(np.array([0, 3, 1, 2, 2]), device=device)
+    t_ignored = ag.tensor(np.array([0, 3, -100, 2, 2]), device=device)
+    weight = ag.tensor([0.5, 1.0, 2.0, 1.5], device=device, dtype="float64")
+
+    def composed(x, t, w=None, ignore=None):
+        keep = np.arange(4) == t.numpy()[:, None]
+        if ignore is not None:
+            keep &= (t.numpy() != ignore)[:, None]
+        coef = ag.tensor(keep.astype(np.float64), device=device)
+        if w is not None:
+            coef = coef * w
+        losses = -(F.log_softmax(x, 1) * coef).sum(1)
+        if reduction == "none":
+            return losses
+        return losses.sum() if reduction == "sum" else losses.sum() / coef.sum()
+    _check(lambda x: F.cross_entropy(x, t, reduction=reduction), lambda x: composed(x, t), [x], device)   # CrossEntropy
+    _check(lambda x: F.cross_entropy(x, t_ignored, reduction=reduction),
+           lambda x: composed(x, t_ignored, ignore=-100), [x], device)
+    _check(lambda x: F.nll_loss(F.log_softmax(x, 1), t, reduction=reduction), lambda x: composed(x, t), [x],
+           device)                                                                                       # FusedNllLoss
+    _check(lambda x: F.nll_loss(F.log_softmax(x, 1), t, weight=weight, reduction=reduction),
+           lambda x: composed(x, t, weight), [x], device)                                               # NllLoss
+
+
+@pytest.mark.gpu
+def test_mul_and_sum(device):
+    a, b = (ag.tensor(v, device=device, requires_grad=True) for v in _arrays((3, 4), (3, 4)))
+    assert gradgradcheck(lambda a, b: a * b, (a, b))
+    assert gradgradcheck(lambda a: a.sum(1), (a,))
+    assert gradgradcheck(lambda a: a.sum((0, 1), keepdims=True), (a,))
+    pos = [np.abs(v) + 0.5 for v in _arrays((3, 4), (3, 4))]
+    _check(lambda a, b: a * b, lambda a, b: ag.exp(ag.log(a) + ag.log(b)), pos, device)
+    ones = ag.ones(4, 1, device=device, dtype="float64")
+    _check(lambda a: a.sum(1), lambda a: ag.matmul(a, ones).reshape(3), pos[:1], device)
+
+
+@pytest.mark.gpu
+def test_sum_gradient_is_a_writable_leaf_grad(device):
+    # SumBackward's gradient is a broadcast view of the incoming one: the leaf's .grad must be its own array
+    x = ag.tensor(np.ones((3, 4)), device=device, requires_grad=True)
+    x.sum(1).sum().backward()
+    x.grad += 1.0
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 4), 2.0))
+    x.sum(0).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 4), 3.0))
+
+
+@pytest.mark.gpu
+def test_a_gradient_not_wanted_stays_none(device):
+    x = ag.tensor(RNG.standard_normal((4, 3)), device=device)                   # no gradient wanted for x
+    w = ag.tensor(RNG.standard_normal((5, 3)), device=device, requires_grad=True)
+    y = F.linear(x, w)
+    gw, = ag.autograd.grad((y * y).sum(), (w,), create_graph=True)
+    node = gw.grad_fn
+    assert type(node).__name__ == "LinearBackward" and node._n_out == 3
+    (hw,) = ag.autograd.grad((gw * gw).sum(), (w,))
+    xtx = x.numpy().T @ x.numpy()
+    want = 8 * w.numpy() @ xtx @ xtx             # gw = 2 (x w^T)^T x = 2 w x^T x: d/dw sum(gw^2) = 8 w (x^T x)^2
+    np.testing.assert_allclose(hw.numpy(), want, rtol=1e-10)
+
+
+@pytest.mark.gpu
+def test_vmap_of_a_batched_gradient(device):
+    x = ag.tensor(RNG.standard_normal((3, 4)), device=device, requires_grad=True)
+    w = ag.tensor(RNG.standard_normal((2, 4)), device=device)
+    t = ag.tensor(np.array([0, 3, 1]), device=device)
+    cases = [(lambda x: F.linear(x, w), lambda x: _composed_linear(x, w)),
+             (lambda x: F.layer_norm(x, (4,)), lambda x: _composed_layer_norm(x, 1.0, 0.0, (1,))),
+             (lambda x: F.cross_entropy(x, t, reduction="none"),
+              lambda x: -(F.log_softmax(x, 1) * ag.tensor((np.arange(4) == t.numpy()[:, None]).astype(np.float64),
+                                                          device=device)).sum(1)),
+             (lambda x: x * x, lambda x: x ** 2),
+             (lambda x: x.sum(1), lambda x: ag.matmul(x, ag.ones(4, 1, device=device, dtype="float64")).reshape(3))]
+    for fused, composed in cases:
+        np.testing.assert_allclose(ag.func.jacrev(fused)(x).numpy(), ag.func.jacrev(composed)(x).numpy(),
+                                   rtol=1e-10, atol=1e-12)
