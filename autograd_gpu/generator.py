@@ -73,12 +73,11 @@ class Generator:
 
     def _reseed(self, seed):
         self._seed = self._start = seed
-        new = self._backend.make_rng(seed)
-        if self._rng is not None and self._device.type == "cpu":
-            # in place, so that a DataLoader holding the NumPy generator follows a later manual_seed
-            self._rng.bit_generator.state = new.bit_generator.state
+        if self._rng is None:
+            self._rng = self._backend.make_rng(seed)
         else:
-            self._rng = new
+            # in place: a DataLoader or a compiled program holding the backend generator follows
+            self._backend.reseed_rng(self._rng, seed)
 
     @property
     def device(self) -> Device:
@@ -112,7 +111,7 @@ class Generator:
         else:
             b = self._backend
             self._start = int(b.item(self._rng.randint(0, 2 ** 31 - 1, size=(), dtype="int64")))
-            self._rng = b.make_rng(self._start)
+            b.reseed_rng(self._rng, self._start)
             raw = _to_bytes((self._seed, 8), (self._start, 8))
         return Tensor._make(raw, _parse_device("cpu"))
 
@@ -134,7 +133,7 @@ class Generator:
         else:
             seed, start = _from_bytes(raw, (8, 8))
             self._start = start
-            self._rng = self._backend.make_rng(start)
+            self._backend.reseed_rng(self._rng, start)
         self._seed = seed
         return self
 

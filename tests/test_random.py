@@ -458,3 +458,21 @@ def test_random_sampler():
             list(inspect.signature(torch.utils.data.RandomSampler).parameters)
         assert list(inspect.signature(ag.data.random_split).parameters) == \
             list(inspect.signature(torch.utils.data.random_split).parameters)
+
+
+# --------------------------------------------------------------------------- under ag.compile
+def test_compiled_draws_follow_the_generator(device):
+    g = ag.Generator(device).manual_seed(0)
+
+    @ag.compile
+    def f(x, w):
+        return x + ag.rand(3, generator=g, device=device), ag.multinomial(w, 2, generator=g)
+    x, w = ag.zeros(3, device=device), ag.ones(4, 5, device=device)
+    got = [f(x, w) for _ in range(4)]
+    g.manual_seed(0)
+    want = [(ag.rand(3, generator=g, device=device), ag.multinomial(w, 2, generator=g)) for _ in range(4)]
+    for (a, i), (b, j) in zip(got, want):
+        np.testing.assert_array_equal(_np(a), _np(b))
+        np.testing.assert_array_equal(_np(i), _np(j))
+    g.manual_seed(0)                                  # reseeding restarts what the compiled program draws
+    np.testing.assert_array_equal(_np(f(x, w)[0]), _np(want[0][0]))

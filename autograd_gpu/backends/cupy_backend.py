@@ -81,6 +81,11 @@ def is_available():
     return device_count() > 0
 
 
+def _fold_seed(seed):
+    """A seed for a RandomState: below 2**32 as it is, wider ones folded to 32 bits (see make_rng)."""
+    return (seed ^ (seed >> 32)) & 0xFFFFFFFF if seed >= 2 ** 32 else seed
+
+
 def set_global_seed(seed):
     _global_seed[0] = seed
 
@@ -327,10 +332,13 @@ class CupyBackend(*CUPY_MIXINS, Backend):
         """A RandomState on this GPU (an ag.Generator wraps one). cuRAND takes a 64-bit seed, but
         NumPy's RandomState, which the CuPy stand-in draws with, only 32 bits: wider seeds are folded to 32
         bits (seeds below 2**32, the usual ones, are passed as they are, so they draw as seed() does)."""
-        if seed >= 2 ** 32:
-            seed = (seed ^ (seed >> 32)) & 0xFFFFFFFF
         with self._cuda_device:
-            return self.xp.random.RandomState(seed)
+            return self.xp.random.RandomState(_fold_seed(seed))
+
+    def reseed_rng(self, rng, seed):
+        """Seed a RandomState from make_rng again, in place (whoever holds it, a compiled program too, follows)."""
+        with self._cuda_device:
+            rng.seed(_fold_seed(seed))
 
     # the draws take rng=None (the backend's global generator) or one made by make_rng (an ag.Generator's)
     def rand(self, shape, dtype, rng=None):

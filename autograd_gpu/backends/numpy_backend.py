@@ -192,6 +192,10 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
         """A generator of this backend's kind (an ag.Generator wraps one), seeded as seed() seeds the global one."""
         return np.random.default_rng(seed)
 
+    def reseed_rng(self, rng, seed):
+        """Seed a generator from make_rng again, in place (whoever holds it, a compiled program too, follows)."""
+        rng.bit_generator.state = np.random.default_rng(seed).bit_generator.state
+
     # the draws take rng=None (the backend's global generator) or one made by make_rng (an ag.Generator's)
     def rand(self, shape, dtype, rng=None):
         return (self.rng if rng is None else rng).random(shape, dtype=np.float64).astype(dtype, copy=False)

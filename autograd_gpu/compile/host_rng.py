@@ -17,6 +17,7 @@ import types
 
 from .. import backends as _backends
 from .._trace_hooks import state as _active
+from ..generator import Generator as _AgGenerator
 
 __all__ = ["Patched", "is_host_rng", "rng_state", "caller_line"]
 
@@ -44,7 +45,10 @@ def _numpy_random():
 
 
 def is_host_rng(obj):
-    """A host generator object: a ``random.Random``, a NumPy ``Generator`` or ``RandomState``."""
+    """A host generator object: a ``random.Random``, a NumPy ``Generator`` or ``RandomState``. Not an
+    ``ag.Generator``: its draws are backend kernels, recorded and drawn again at every replay."""
+    if isinstance(obj, _AgGenerator):
+        return False
     return isinstance(obj, _random.Random) or (
         obj.__class__.__name__ in ("Generator", "RandomState") and
         (hasattr(obj, "bit_generator") or hasattr(obj, "get_state")))
