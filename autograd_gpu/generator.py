@@ -151,4 +151,7 @@ def rng_for(generator: Any, dev: Device, op: str) -> Any:
     if generator._device is not dev:
         raise RuntimeError(f"{op}: expected a generator on {dev} (the device of the result), got one on "
                            f"{generator._device}")
+    # inside ag.func.vmap(randomness='error') the device's global generator is a stand-in whose every
+    # missing attribute raises vmap's error: a draw from an ag.Generator raises it too, as a global draw does
+    getattr(dev.backend.rng, "_ag_generator_probe", None)
     return generator._rng

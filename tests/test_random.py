@@ -476,3 +476,14 @@ def test_compiled_draws_follow_the_generator(device):
         np.testing.assert_array_equal(_np(i), _np(j))
     g.manual_seed(0)                                  # reseeding restarts what the compiled program draws
     np.testing.assert_array_equal(_np(f(x, w)[0]), _np(want[0][0]))
+
+
+def test_generator_draws_inside_vmap_follow_randomness():
+    g = ag.Generator().manual_seed(0)
+    w = ag.rand(4, 3) + 0.1
+    with pytest.raises(RuntimeError, match="randomness='error'"):
+        ag.func.vmap(lambda r: ag.multinomial(r, 2, generator=g))(w)
+    with pytest.raises(RuntimeError, match="randomness='error'"):
+        ag.func.vmap(lambda r: r + ag.rand(3, generator=g))(w)
+    out = ag.func.vmap(lambda r: r + ag.rand(3, generator=g), randomness="same")(w)
+    assert out.shape == (4, 3)
