@@ -26,25 +26,25 @@ def _pt(a, requires_grad=True):
     return torch.tensor(np.asarray(a, dtype=np.float64), requires_grad=requires_grad)
 
 
-def _same(got, want):
+def _same(got, want, rtol=1e-10):
     got = got.detach().numpy() if isinstance(got, ag.Tensor) else np.asarray(got)
     want = want.detach().numpy() if isinstance(want, torch.Tensor) else np.asarray(want)
-    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-12, equal_nan=True)
 
 
-def _grads(f_ag, f_pt, arrays, device, seed=0):
+def _grads(f_ag, f_pt, arrays, device, seed=0, rtol=1e-10):
     """Values and the gradients of sum(w * f(xs)) for a fixed random w, in both libraries; a missing
     gradient counts as zeros only on PyTorch's side, so an input ours leaves out of the graph fails."""
     xs = [_t(a, device) for a in arrays]
     ys = [_pt(a) for a in arrays]
     out, want = f_ag(*xs), f_pt(*ys)
-    _same(out, want)
+    _same(out, want, rtol)
     w = np.random.default_rng(seed).standard_normal(tuple(want.shape))
     (out * ag.tensor(w, device=device)).sum().backward()
     (want * torch.tensor(w)).sum().backward()
     for x, y in zip(xs, ys):
         assert x.grad is not None, "an input PyTorch differentiates got no gradient"
-        _same(x.grad, y.grad if y.grad is not None else torch.zeros_like(y))
+        _same(x.grad, y.grad if y.grad is not None else torch.zeros_like(y), rtol)
 
 
 def test_trunc_stays_in_the_graph_with_gradient_zero(device):
@@ -124,3 +124,56 @@ def test_selection_gradients_follow_the_returned_indices_at_ties(device):
         np.testing.assert_array_equal(x.grad.numpy(), want)
         np.testing.assert_array_equal(values.detach().numpy().reshape(3, -1),
                                       np.take_along_axis(a, indices.numpy().reshape(3, -1), 1))
+
+
+@pytest.mark.parametrize("name", ["hardswish", "hardsigmoid", "selu", "celu", "softshrink", "hardshrink", "hardtanh",
+                                  "relu6", "mish", "logsigmoid", "softsign", "tanhshrink"])
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+def test_activation_gradients_match_pytorch_at_kinks_nan_and_infinities(name, device):
+    a = np.array([-3.0, 3.0, 0.0, 6.0, -1.0, 1.0, -0.5, 0.5, -2.9, 2.9, NAN, INF, -INF])
+    x = _t(a, device)
+    y = getattr(F, name)(x)
+    t = _pt(a)
+    want = getattr(TF, name)(t)
+    keep = np.ones(a.shape, bool)
+    if name == "hardswish":
+        keep[-1] = False                 # hardswish(-inf): ours 0 (the limit), PyTorch's -inf * 0 = NaN
+    _same(y.detach().numpy()[keep], want.detach().numpy()[keep])
+    w = np.linspace(0.5, 1.5, a.size)
+    (y * ag.tensor(w, device=device)).sum().backward()
+    (want * torch.tensor(w)).sum().backward()
+    _same(x.grad, t.grad, rtol=1e-7)          # PyTorch's hardsigmoid gradient has a float32 1/6
+
+
+def test_hinge_losses_pass_the_gradient_at_zero_as_pytorchs(device):
+    """clamp_min(v, 0) in PyTorch's margin_ranking, triplet_margin, cosine_embedding and hinge_embedding
+    losses passes the gradient at v == 0; multi_margin_loss's kernel (v > 0) does not."""
+    y = np.array([-1.0, -1.0, 1.0])
+    _grads(lambda x: F.hinge_embedding_loss(x, ag.tensor(y, device=device), reduction="sum"),
+           lambda x: TF.hinge_embedding_loss(x, torch.tensor(y), reduction="sum"), [[1.0, 0.5, 2.0]], device)
+    _grads(lambda a, b: F.margin_ranking_loss(a, b, ag.tensor([1.0, 1.0], device=device), margin=0.5, reduction="sum"),
+           lambda a, b: TF.margin_ranking_loss(a, b, torch.tensor([1.0, 1.0]), margin=0.5, reduction="sum"),
+           [[1.0, 2.0], [0.5, 2.0]], device)
+    _grads(lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=1.0, eps=0.0),
+           lambda a, p, n: TF.triplet_margin_loss(a, p, n, margin=1.0, eps=0.0),
+           [[[0.0, 0.0]], [[1.0, 0.0]], [[0.0, 2.0]]], device)
+    _grads(lambda a, b: F.cosine_embedding_loss(a, b, ag.tensor([-1.0, -1.0], device=device)),
+           lambda a, b: TF.cosine_embedding_loss(a, b, torch.tensor([-1.0, -1.0])),
+           [[[1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0], [0.0, 0.0]]], device, rtol=1e-8)   # 1 / sqrt(1e-12) there
+    _grads(lambda x: F.multi_margin_loss(x, ag.tensor([1], device=device), margin=0.5, reduction="sum"),
+           lambda x: TF.multi_margin_loss(x, torch.tensor([1]), margin=0.5, reduction="sum"), [[[1.0, 2.0, 1.5]]],
+           device)
+
+
+def test_triplet_swap_shares_the_gradient_between_equal_distances(device):
+    a, p, n = [[1.0, 0.0, 2.0], [0.0, 1.0, 1.0]], [[1.0, 0.0, 2.0], [1.0, 1.0, 0.0]], [[1.0, 0.0, 2.0], [0.0, 1.0, 1.0]]
+    _grads(lambda a_, p_, n_: F.triplet_margin_loss(a_, p_, n_, swap=True),
+           lambda a_, p_, n_: TF.triplet_margin_loss(a_, p_, n_, swap=True), [a, p, n], device)
+
+
+@pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
+def test_kl_div_and_atan2_gradients_at_zero_match_pytorch(device):
+    logp = np.log([[0.2, 0.3, 0.5, 0.1]])
+    _grads(lambda x, t: F.kl_div(x, t, reduction="batchmean"), lambda x, t: TF.kl_div(x, t, reduction="batchmean"),
+           [logp, [[0.0, 0.5, 0.5, 0.0]]], device)
+    _grads(ag.atan2, torch.atan2, [[0.0, 3.0, -0.0], [0.0, 4.0, 0.0]], device)

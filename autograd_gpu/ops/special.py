@@ -194,7 +194,9 @@ class Atan2(Function):
     @staticmethod
     def backward(ctx, grad):
         y, x = ctx.saved_tensors
-        r = grad / (x * x + y * y)
+        den = x * x + y * y
+        zero = equal(den, 0)                       # at the origin PyTorch's gradients are 0 (not 0 / 0)
+        r = where(zero, 0.0, grad / where(zero, 1.0, den))
         return _grads(ctx, lambda: r * x, lambda: -r * y)
 
 

@@ -2,12 +2,13 @@
 softsign, tanhshrink, softshrink, hardshrink, logsigmoid) and the vector helpers normalize, cosine_similarity,
 pairwise_distance.
 
-All are composed from ag ops (``where``, ``clamp``, the fused Softplus and Elu), so they need no backward of
+All are composed from ag ops (``where``, ``clamp``, the fused Softplus), so they need no backward of
 their own, are differentiable to any order and batch under vmap through the ops they call. The piecewise ones
 are written with ``where`` so that the gradient at each kink is the one PyTorch's kernels pick (hardtanh: 0 at
-both bounds; hardswish: 0 at -3 and 1 at 3; the shrinks: 0 at +-lambd)."""
+both bounds; hardswish: 0 at -3 and 1 at 3; the shrinks: 0 at +-lambd), NaN takes the branch PyTorch's
+comparisons give it, and a branch not taken never sees an infinite input (no 0 * inf in the gradient)."""
 from ...tensor import Tensor
-from ..elementwise import (Softplus, where, clamp, expm1, tanh, abs as _abs, elu as _elu, sigmoid,
+from ..elementwise import (Softplus, where, clamp, expm1, tanh, abs as _abs, sigmoid,
                            logical_and, greater)
 from ..reduction import norm as _norm, sum as _sum
 from ..shape import split, broadcast_to, broadcast_shapes
@@ -36,16 +37,20 @@ def mish(input, inplace=False):
 def hardswish(input, inplace=False):
     """x * relu6(x + 3) / 6; the gradient is 0 up to -3, x/3 + 1/2 inside (-3, 3) and 1 from 3, as PyTorch's."""
     x = _float(input, "hardswish")
-    y = where(x <= -3.0, 0.0, where(x < 3.0, x * (x + 3.0) * (1.0 / 6.0), x))
+    # the quadratic on x kept inside (-3, 3) (0 elsewhere): its gradient there is 0, never 0 * inf; NaN takes
+    # the last branch (gradient 1, as PyTorch's kernel, whose comparisons are all false for NaN)
+    xs = where(logical_and(greater(x, -3.0), x < 3.0), x, 0.0)
+    y = where(x <= -3.0, 0.0, where(x < 3.0, xs * (xs + 3.0) * (1.0 / 6.0), x))
     return _inplace_result(x, y, inplace)
 
 
 @register(namespace="nn.functional", tests=OpTest(
     UNARY, ref=lambda np, a: np.clip(a / 6 + 0.5, 0, 1), domain=(-5.0, 5.0), avoid=(-3.0, 3.0)))
 def hardsigmoid(input, inplace=False):
-    """relu6(x + 3) / 6; the gradient is 1/6 strictly inside (-3, 3), else 0."""
+    """relu6(x + 3) / 6; the gradient is 1/6 strictly inside (-3, 3), else 0 (NaN included, as PyTorch's)."""
     x = _float(input, "hardsigmoid")
-    y = where(x <= -3.0, 0.0, where(x >= 3.0, 1.0, x * (1.0 / 6.0) + 0.5))
+    y = where(logical_and(greater(x, -3.0), x < 3.0), x * (1.0 / 6.0) + 0.5,
+              where(x <= -3.0, 0.0, where(x >= 3.0, 1.0, x * 0.0)))         # NaN: NaN * 0, gradient 0
     return _inplace_result(x, y, inplace)
 
 
@@ -75,7 +80,14 @@ def relu6(input, inplace=False):
 def selu(input, inplace=False):
     """scale * elu(x, alpha) with the self-normalising constants (alpha 1.6733, scale 1.0507)."""
     x = _float(input, "selu")
-    return _inplace_result(x, _elu(x, _SELU_ALPHA) * _SELU_SCALE, inplace)
+    return _inplace_result(x, _elu_like(x, _SELU_ALPHA, 1.0) * _SELU_SCALE, inplace)
+
+
+def _elu_like(x, alpha, inv_alpha):
+    """x where x > 0, else alpha * expm1(x * inv_alpha); NaN takes the x branch (gradient 1, as PyTorch's
+    elu kernel: ``x <= 0`` is false for NaN), and the exponential only sees x <= 0 (0 elsewhere)."""
+    neg = x <= 0.0
+    return where(neg, expm1(where(neg, x, 0.0) * inv_alpha) * alpha, x)
 
 
 @register(namespace="nn.functional", tests=(
@@ -87,8 +99,7 @@ def celu(input, alpha=1.0, inplace=False):
     if alpha == 0:
         raise ValueError("celu: alpha must be non-zero (it divides x), got 0")
     x = _float(input, "celu")
-    y = where(greater(x, 0), x, expm1(clamp(x, max=0.0) * (1.0 / alpha)) * float(alpha))
-    return _inplace_result(x, y, inplace)
+    return _inplace_result(x, _elu_like(x, float(alpha), 1.0 / alpha), inplace)
 
 
 @register(namespace="nn.functional", tests=(
@@ -161,10 +172,10 @@ def _lambd(lambd, op):
     OpTest(UNARY[:1], ref=lambda np, a: np.where(a > 1, a - 1, np.where(a < -1, a + 1, 0 * a)),
            op=lambda x: softshrink(x, 1.0), name="softshrink_lambd", avoid=(-1.0, 1.0))))
 def softshrink(input, lambd=0.5):
-    """x - lambd above lambd, x + lambd below -lambd, else 0 (NaN stays NaN)."""
+    """x - lambd above lambd, x + lambd below -lambd, else 0 (NaN stays NaN, with gradient 1 as PyTorch's)."""
     x = _float(input, "softshrink")
     lam = _lambd(lambd, "softshrink")
-    return where(x > lam, x - lam, where(x < -lam, x + lam, x * 0.0))
+    return where(logical_and(x >= -lam, x <= lam), 0.0, where(x > lam, x - lam, x + lam))
 
 
 @register(namespace="nn.functional", tests=OpTest(

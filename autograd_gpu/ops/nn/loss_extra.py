@@ -9,11 +9,12 @@ import math
 import warnings
 
 from ...creation import arange
-from ..elementwise import Softplus, where, clamp, exp, log, abs as _abs, equal, not_equal, greater
+from ..elementwise import Softplus, where, clamp, exp, log, abs as _abs, equal, not_equal, greater, minimum
 from ..reduction import sum as _sum
 from ..indexing import gather
 from .._util import as_tensor
 from ..registry import register, OpTest
+from ..special import xlogy
 from ._args import _float_tensor, _reduction, _reduce, _index_tensor, _check_range
 from .loss import _pair_loss_operands
 from .activation_extra import pairwise_distance, logsigmoid
@@ -36,8 +37,14 @@ def _np_sign(np, t):
 
 
 def _relu0(v):
-    """max(v, 0) with the gradient 0 at 0 (PyTorch's clamp_min of a loss term is written ``v > 0``)."""
+    """max(v, 0) with the gradient 0 at 0 (PyTorch's multi_margin_loss, whose kernel tests ``v > 0``)."""
     return where(greater(v, 0), v, 0.0)
+
+
+def _clamp_min0(v):
+    """max(v, 0) with the gradient 1 at 0: PyTorch's ``clamp_min(v, 0)`` of the hinge-type losses
+    (margin_ranking, triplet_margin, cosine_embedding, hinge_embedding) passes it at the boundary."""
+    return clamp(v, min=0.0)
 
 
 # --------------------------------------------------------------------------- regression
@@ -96,9 +103,9 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
 
 
 def _xlogy_self(t):
-    """t * log(t), 0 where t is 0 (with a finite gradient there)."""
-    zero = equal(t, 0)
-    return where(zero, 0.0, t * log(where(zero, 1.0, t)))
+    """t * log(t), 0 where t is 0: PyTorch's xlogy(t, t), with its gradient (NaN at t = 0: the 0 / 0 of
+    xlogy's gradient in its second operand; a target that needs no gradient is unaffected)."""
+    return xlogy(t, t)
 
 
 def _kl_ref(np, x, t, reduction="batchmean", log_target=False):
@@ -163,7 +170,7 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
     b = _float_tensor(input2, op, "input2", like=a)
     y = as_tensor(target, op, like=a)
     _same_ndim(op, a, b, y)
-    return _reduce(_relu0(-y * (a - b) + float(margin)), reduction)
+    return _reduce(_clamp_min0(-y * (a - b) + float(margin)), reduction)
 
 
 def _triplet_ref(np, a, p, n, margin=1.0, swap=False, reduction="mean"):
@@ -199,8 +206,8 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     d_an = pairwise_distance(a, neg, p, eps)
     if swap:
         d_pn = pairwise_distance(pos, neg, p, eps)
-        d_an = where(d_pn < d_an, d_pn, d_an)
-    return _reduce(_relu0(d_ap - d_an + float(margin)), reduction)
+        d_an = minimum(d_an, d_pn)                 # PyTorch's: equal distances share the gradient
+    return _reduce(_clamp_min0(d_ap - d_an + float(margin)), reduction)
 
 
 def _cos_emb_ref(np, a, b, y, margin=0.0, reduction="mean"):
@@ -234,7 +241,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     d = a.ndim - 1
     prod = _sum(a * b, d)
     cos = prod / ((_sum(a * a, d) + 1e-12) * (_sum(b * b, d) + 1e-12)) ** 0.5
-    loss = where(equal(y, 1), 1.0 - cos, 0.0) + where(equal(y, -1), _relu0(cos - float(margin)), 0.0)
+    loss = where(equal(y, 1), 1.0 - cos, 0.0) + where(equal(y, -1), _clamp_min0(cos - float(margin)), 0.0)
     return _reduce(loss, reduction)
 
 
@@ -250,7 +257,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     reduction = _reduction(reduction, size_average, reduce, op)
     x = _float_tensor(input, op)
     y = as_tensor(target, op, like=x)
-    loss = where(not_equal(y, 1), _relu0(float(margin) - x), 0.0) + where(not_equal(y, -1), x, 0.0)
+    loss = where(not_equal(y, 1), _clamp_min0(float(margin) - x), 0.0) + where(not_equal(y, -1), x, 0.0)
     return _reduce(loss, reduction)
 
 
