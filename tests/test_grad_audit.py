@@ -177,3 +177,13 @@ def test_kl_div_and_atan2_gradients_at_zero_match_pytorch(device):
     _grads(lambda x, t: F.kl_div(x, t, reduction="batchmean"), lambda x, t: TF.kl_div(x, t, reduction="batchmean"),
            [logp, [[0.0, 0.5, 0.5, 0.0]]], device)
     _grads(ag.atan2, torch.atan2, [[0.0, 3.0, -0.0], [0.0, 4.0, 0.0]], device)
+
+
+def test_std_mean_of_a_constant_slice_has_gradient_zero_and_aminmax_sends_nan_to_the_nans(device):
+    a = [[1.0, 1.0, 1.0], [2.0, 3.0, 5.0]]
+    _grads(lambda x: ag.std_mean(x, 1)[0], lambda y: torch.std_mean(y, 1)[0], [a], device)
+    _grads(lambda x: ag.std_mean(x, 1, correction=0)[1], lambda y: torch.std_mean(y, 1, correction=0)[1], [a], device)
+    # PyTorch's aminmax gives NaN gradients to a whole slice whose maximum is NaN; ours sends it to the NaNs
+    x = _t([[1.0, NAN, 2.0, NAN], [3.0, 0.0, 3.0, 2.0]], device)
+    ag.aminmax(x, dim=1).max.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0.0, 0.5, 0.0, 0.5], [0.5, 0.0, 0.5, 0.0]])

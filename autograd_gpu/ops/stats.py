@@ -65,7 +65,8 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(standard deviation, mean) over ``dim``; correction as ``var_mean``'s (default 1)."""
     _, v, m = _var("std_mean", input, dim, unbiased, keepdim, correction)
-    return sqrt(v), m
+    zero = equal(v, 0)          # a constant slice: std 0 with gradient 0, as PyTorch's (not 0 / 0)
+    return where(zero, 0.0, sqrt(where(zero, 1.0, v))), m
 
 
 @register(method=True, tests=(
@@ -74,7 +75,7 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
            ref=lambda np, a: (a.min(1, keepdims=True), a.max(1, keepdims=True)))))
 def aminmax(input, *, dim=None, keepdim=False):
     """(min, max) over ``dim`` (all elements when None) as a named tuple with .min and .max; ties share
-    the gradient, as amin's and amax's."""
+    the gradient, as amin's and amax's (a NaN result sends it to the NaNs; PyTorch's gives NaN there)."""
     x = as_tensor(input, "aminmax")
     if dim is not None and not hasattr(dim, "__index__"):
         raise TypeError(f"aminmax: expected dim as an int or None, got {type(dim).__name__}")
