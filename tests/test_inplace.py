@@ -177,3 +177,23 @@ def test_number_operands_under_no_grad_give_plain_results(device):
     y = (w * 0.1).sum()                   # recording again: the gradient flows
     y.backward()
     assert_close(w.grad, np.full_like(a, 0.1))
+
+
+@pytest.mark.parametrize("src_shape", [(3,), ()], ids=["same", "broadcast"])
+def test_copy_into_a_graph_tensor_cuts_the_old_values_gradient(src_shape, device):
+    """x.copy_(src) in a graph: x's value is src's now, so the old value's gradient is 0 (PyTorch's
+    CopyBackwards), and src gets the gradient summed back to its shape and cast to its dtype."""
+    a = ag.ones(3, device=device, requires_grad=True)
+    src = ag.tensor(np.full(src_shape, 2.0), dtype=ag.float64, device=device, requires_grad=True)
+    b = a * 3
+    b.copy_(src)
+    assert b.requires_grad and b.dtype == ag.float32
+    (b * ag.tensor([1.0, 2.0, 3.0], device=device)).sum().backward()
+    assert_close(a.grad, np.zeros(3, np.float32))
+    assert src.grad.dtype == ag.float64
+    assert_close(src.grad, np.full(src_shape, 6.0) if src_shape == () else np.array([1.0, 2.0, 3.0]))
+    c = a * 3                               # from a constant: still zero for the old value, and still in a graph
+    c.copy_(ag.tensor([1.0, 2.0, 3.0], device=device))
+    a.grad = None
+    (c * 2).sum().backward()
+    assert_close(a.grad, np.zeros(3, np.float32))

@@ -214,6 +214,27 @@ def clamp_(x, min=None, max=None):
     return apply_inplace(x, lambda a: clamp(a, min, max), "clamp_")
 
 
+class Overwrite(Function):
+    """x's new values ``values`` (already x's shape): the node of an in-place write whose result does not
+    depend on x's old value (copy_, the random fills). The old value's gradient is 0, as PyTorch's
+    CopyBackwards gives; ``values``' is the gradient itself (cast back to its dtype)."""
+    batch_rule = batching.elementwise
+
+    @staticmethod
+    def forward(ctx, x, values):
+        v = values.data
+        ctx.values_dtype = v.dtype
+        return ctx.wrap(v if v.dtype == x.data.dtype else v.astype(x.data.dtype))
+
+    @staticmethod
+    def backward(ctx, grad):
+        need_x, need_v = ctx.needs_input_grad
+        gv = None
+        if need_v:
+            gv = grad if grad.dtype == ctx.values_dtype else grad.to(dtype=ctx.values_dtype)
+        return (grad * 0.0 if need_x else None), gv
+
+
 class Fill(Function):
     batch_rule = batching.elementwise
 
@@ -256,5 +277,7 @@ def copy_(x, src):
             s = s.to(a.device)
         if s.dtype != a.dtype:
             s = s.to(dtype=a.dtype)
-        return broadcast_to(s, a.shape) if s.shape != a.shape else s
+        s = broadcast_to(s, a.shape) if s.shape != a.shape else s
+        # in a graph, x's old value gets gradient 0 (src alone is x's value now), as PyTorch's copy_
+        return Overwrite.apply(a, s) if a.requires_grad and state.enabled else s
     return apply_inplace(x, fn, "copy_", src)

@@ -21,7 +21,7 @@ from ..generator import rng_for
 from ..tensor import Tensor
 from ._util import as_tensor
 from . import batching
-from .inplace import apply_inplace
+from .inplace import apply_inplace, Overwrite
 from .shape import broadcast_shapes
 from .batching import _wrap_out
 from .registry import register, OpTest, NO_GRAD, UNARY
@@ -233,24 +233,10 @@ def bernoulli(input, p=None, *, generator=None):
 
 
 # --------------------------------------------------------------------------- in-place fills (Tensor methods)
-class _Overwrite(Function):
-    """x's new values (drawn, a constant): the gradient to x's old value is 0, as PyTorch's uniform_ & co."""
-    batch_rule = batching.elementwise
-
-    @staticmethod
-    def forward(ctx, x, values):
-        v = values.data
-        return ctx.wrap(v if v.dtype == x.dtype else v.astype(x.dtype))
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 0.0, None
-
-
 def _fill(x, values, op):
     """x <- values (an array of x's shape, cast to x's dtype) in place (apply_inplace: the checks of in-place
     edits, the version bump, and in a graph the old value's gradient 0)."""
-    return apply_inplace(x, lambda a: _Overwrite.apply(a, Tensor._make(values, x.device)), op)
+    return apply_inplace(x, lambda a: Overwrite.apply(a, Tensor._make(values, x.device)), op)
 
 
 def _self(x, op, floating=True):
