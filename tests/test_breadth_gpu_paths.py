@@ -160,3 +160,21 @@ def test_unique_reads_its_size_back_once_and_declares_it(standin):
             ag.unique(x)
     finally:
         ag.cuda.set_sync_debug_mode("default")
+
+
+def test_ctc_loss_with_concatenated_targets_declares_its_one_read(standin):
+    """1-D concatenated targets are padded to the longest target length, which is data: one declared read
+    (the padded (N, S) form above makes none)."""
+    x = F.log_softmax(_x(6, 2, 4), 2)
+    flat, il, tl = _i(1, 4, (5,)), ag.tensor([6, 6], device="cuda"), ag.tensor([3, 2], device="cuda")
+    with standin.count_transfers() as transfers:
+        loss = F.ctc_loss(x, flat, il, tl)
+    assert transfers.d2h == 1, transfers.events
+    padded = ag.stack([flat[:3], ag.cat([flat[3:], flat[:1]])])
+    np.testing.assert_allclose(loss.item(), F.ctc_loss(x, padded, il, tl).item(), rtol=1e-12)
+    ag.cuda.set_sync_debug_mode("error")
+    try:
+        with pytest.raises(RuntimeError, match="ctc_loss"):
+            F.ctc_loss(x, flat, il, tl)
+    finally:
+        ag.cuda.set_sync_debug_mode("default")

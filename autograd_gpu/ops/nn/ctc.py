@@ -161,7 +161,9 @@ def _padded_targets(xp, backend, targets, tl, n, op):
         raise ValueError(f"{op}: expected targets (N, S) or the 1-D concatenation of the targets, got shape "
                          f"{targets.shape}")
     total = targets.shape[0]
-    s = int(backend.item(tl.max())) if n and total else 0     # sizes the padded targets: an explicit read
+    # the longest target sizes the padded targets: a value-dependent shape, so a read declared to the sync
+    # debug mode (PyTorch's CUDA ctc_loss copies the lengths to the host too); padded (N, S) targets need none
+    s = int(backend.read_back(tl.max(), "ctc_loss with 1-D concatenated targets")) if n and total else 0
     backend.assert_all(tl.sum() <= total, ValueError,
                        f"{op}: the target lengths add up to more than the {total} concatenated targets")
     start = xp.cumsum(tl) - tl
