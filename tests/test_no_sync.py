@@ -151,6 +151,17 @@ def test_bad_labels_raise_at_synchronize_too(cuda):
         ag.cuda.synchronize()
 
 
+@pytest.mark.parametrize("read", [lambda t: t.cpu(), lambda t: t.to("cpu"), lambda t: t.tolist()],
+                         ids=["cpu", "to_cpu", "tolist"])
+@pytest.mark.device_index
+def test_bad_labels_raise_when_the_result_is_moved_to_the_cpu(cuda, read):
+    """.cpu() / .to("cpu") read the device as .numpy() does: a pending device-side check raises there."""
+    loss = F.cross_entropy(ag.randn(2, 3, device=cuda), ag.tensor([0, 7], device=cuda), reduction="none")
+    with pytest.raises(IndexError, match="cross_entropy: .*7"):
+        read(loss)
+    assert read(ag.ones(2, device=cuda)) is not None                # reported once, then cleared
+
+
 @pytest.mark.device_index
 def test_declared_syncs_warn_or_raise_by_mode(cuda):
     x = ag.arange(6.0, device=cuda)
