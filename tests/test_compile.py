@@ -80,7 +80,12 @@ def _model(device, seed=0, dropout=0.0):
 
 @pytest.mark.parametrize("opt_cls,kw", [(optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.Adam, dict(lr=0.01)),
                                         (optim.AdamW, dict(lr=0.01)), (optim.RMSprop, dict(lr=0.01)),
-                                        (optim.Adagrad, dict(lr=0.1))], ids=lambda v: getattr(v, "__name__", ""))
+                                        (optim.Adagrad, dict(lr=0.1)), (optim.Adamax, dict(lr=0.01)),
+                                        (optim.NAdam, dict(lr=0.01, weight_decay=0.01, decoupled_weight_decay=True)),
+                                        (optim.RAdam, dict(lr=0.01, weight_decay=0.01)),   # rectified from step 6
+                                        (optim.Adadelta, dict(weight_decay=0.01)),
+                                        (optim.ASGD, dict(lr=0.05, t0=5)), (optim.Rprop, dict(lr=0.01))],
+                         ids=lambda v: getattr(v, "__name__", ""))
 def test_compiled_training_step_equals_eager_for_20_steps(opt_cls, kw, device):
     m1, m2 = _model(device), _model(device)
     o1, o2 = opt_cls(m1.parameters(), **kw), opt_cls(m2.parameters(), **kw)

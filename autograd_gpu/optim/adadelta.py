@@ -1,6 +1,6 @@
 """Adadelta (PyTorch's update rule)."""
 from .optimizer import Optimizer, real_view
-from .._trace_hooks import host_values
+from .._trace_hooks import active, host_values
 
 __all__ = ["Adadelta"]
 
@@ -23,6 +23,24 @@ class Adadelta(Optimizer):
         state["acc_delta"] = self._zeros_state(p)
 
     def _update_group(self, group):
+        """One fused update per (device, dtype) of the group (backend.adadelta_step); while ag.compile
+        traces, the step-by-step update, whose array ops it records."""
+        if active() is not None:
+            return self._reference_update(group)
+        rho, eps, wd = group["rho"], group["eps"], group["weight_decay"]
+
+        def prepare(p, state):
+            if not state:
+                self._init_state(state, p, group)
+            numbers = _count_step(state, group)
+            return numbers, numbers, (state["square_avg"].data, state["acc_delta"].data)
+
+        def update(backend, numbers, params, grads, s, u):
+            backend.adadelta_step(params, grads, s, u, numbers[0], rho, eps, wd, group["maximize"])
+        self._fused_update(group, prepare, update)
+
+    def _reference_update(self, group):
+        """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         rho, eps, wd = group["rho"], group["eps"], group["weight_decay"]
         for p, xp, a, g, state in self._reference_params(group, self._init_state):
             lr, = host_values(_count_step, state, group, dtype=a.dtype, device=p.device)

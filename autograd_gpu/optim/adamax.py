@@ -1,6 +1,6 @@
 """Adamax: Adam with the infinity norm (PyTorch's update rule)."""
 from .optimizer import Optimizer, check_range, real_view
-from .._trace_hooks import host_values
+from .._trace_hooks import active, host_values
 
 __all__ = ["Adamax"]
 
@@ -26,6 +26,24 @@ class Adamax(Optimizer):
         state["exp_inf"] = self._zeros_state(p)
 
     def _update_group(self, group):
+        """One fused update per (device, dtype, learning rate of the step) of the group (backend.adamax_step);
+        while ag.compile traces, the step-by-step update, whose array ops it records."""
+        if active() is not None:
+            return self._reference_update(group)
+        (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
+
+        def prepare(p, state):
+            if not state:
+                self._init_state(state, p, group)
+            numbers = _count_step(state, group)     # lr / (1 - b1^t): one bucket per step count
+            return numbers, numbers, (state["exp_avg"].data, state["exp_inf"].data)
+
+        def update(backend, numbers, params, grads, m, u):
+            backend.adamax_step(params, grads, m, u, numbers[0], beta1, beta2, eps, wd, group["maximize"])
+        self._fused_update(group, prepare, update)
+
+    def _reference_update(self, group):
+        """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
         for p, xp, a, g, state in self._reference_params(group, self._init_state):
             clr, = host_values(_count_step, state, group, dtype=a.dtype, device=p.device)

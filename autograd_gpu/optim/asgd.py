@@ -1,6 +1,6 @@
 """ASGD: averaged stochastic gradient descent (PyTorch's update rule)."""
 from .optimizer import Optimizer, real_view
-from .._trace_hooks import host_values
+from .._trace_hooks import active, host_values
 
 __all__ = ["ASGD"]
 
@@ -23,6 +23,24 @@ class ASGD(Optimizer):
         state["ax"] = self._zeros_state(p)
 
     def _update_group(self, group):
+        """One fused update per (device, dtype, eta and mu) of the group (backend.asgd_step); while
+        ag.compile traces, the step-by-step update, whose array ops it records."""
+        if active() is not None:
+            return self._reference_update(group)
+        wd = group["weight_decay"]
+
+        def prepare(p, state):
+            if not state:
+                self._init_state(state, p, group)
+            numbers = _count_step(state, group)     # (1 - lambd eta, eta, mu): a bucket per value
+            return numbers, numbers, (state["ax"].data,)
+
+        def update(backend, numbers, params, grads, axs):
+            backend.asgd_step(params, grads, axs, *numbers, wd, group["maximize"])
+        self._fused_update(group, prepare, update)
+
+    def _reference_update(self, group):
+        """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         wd = group["weight_decay"]
         for p, xp, a, g, state in self._reference_params(group, self._init_state):
             shrink, eta, mu = host_values(_count_step, state, group, dtype=a.dtype, device=p.device)

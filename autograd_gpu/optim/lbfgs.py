@@ -2,6 +2,7 @@
 from .optimizer import Optimizer, real_view, _copy_state_value
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..tensor import Tensor
+from .._trace_hooks import active
 
 __all__ = ["LBFGS"]
 
@@ -46,13 +47,26 @@ class LBFGS(Optimizer):
                 views.append(real_view(p.grad.data, writable=False).reshape(-1))
         return xp.concatenate(views) if len(views) > 1 else views[0].copy()
 
+    # Why no multi-tensor update kernel of its own, as the other optimizers have: L-BFGS works on one flat
+    # vector over all parameters (gathered by one concatenate), so its two-loop recursion and line search are
+    # already one array op over every parameter at a time, and each iteration reads scalars back to the host
+    # (dot products, the curvature test, the line search's conditions), so a kernel could not run ahead of
+    # the host anyway. The one per-parameter loop is the step itself, p += t d[p's slice]: that goes to the
+    # backend's multi-tensor SGD update (one kernel launch for all parameters on CUDA) when the parameters
+    # share the flat vector's dtype.
     def _add_grad(self, step_size, update):
-        offset = 0
+        arrays, slices, offset = [], [], 0
         for p in self._params:
             a = real_view(p.data)
-            n = a.size
-            a += step_size * update[offset:offset + n].reshape(a.shape)
-            offset += n
+            arrays.append(a)
+            slices.append(update[offset:offset + a.size].reshape(a.shape))
+            offset += a.size
+        if active() is None and all(a.dtype == update.dtype for a in arrays):
+            self._params[0].device.backend.sgd_step(arrays, slices, None, -float(step_size))
+        else:                       # mixed dtypes (the flat vector is promoted), or ag.compile tracing
+            for a, u in zip(arrays, slices):
+                a += step_size * u
+        for p in self._params:
             p._bump_version()
 
     def _clone_param(self):

@@ -3,7 +3,7 @@ import math
 
 from .optimizer import Optimizer, real_view, apply_weight_decay
 from .adamax import _check_betas
-from .._trace_hooks import host_values
+from .._trace_hooks import active, host_values
 
 __all__ = ["RAdam"]
 
@@ -33,6 +33,26 @@ class RAdam(Optimizer):
         state["exp_avg_sq"] = self._zeros_state(p)
 
     def _update_group(self, group):
+        """One fused update per (device, dtype, step coefficients) of the group (backend.radam_step: the
+        rectified update once rho_t > 5, the plain one before); while ag.compile traces, the step-by-step
+        update, whose array ops it records."""
+        if active() is not None:
+            return self._reference_update(group)
+        (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
+        decoupled = group["decoupled_weight_decay"]
+
+        def prepare(p, state):
+            if not state:
+                self._init_state(state, p, group)
+            numbers = _count_step(state, group)     # (decay, adaptive, plain) of the step count
+            return numbers, numbers, (state["exp_avg"].data, state["exp_avg_sq"].data)
+
+        def update(backend, numbers, params, grads, m, v):
+            backend.radam_step(params, grads, m, v, beta1, beta2, eps, wd, decoupled, group["maximize"], *numbers)
+        self._fused_update(group, prepare, update)
+
+    def _reference_update(self, group):
+        """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
         decoupled = group["decoupled_weight_decay"]
         for p, xp, a, g, state in self._reference_params(group, self._init_state):

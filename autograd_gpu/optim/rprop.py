@@ -1,6 +1,6 @@
 """Rprop: resilient backpropagation (PyTorch's update rule)."""
 from .optimizer import Optimizer, check_range, real_view
-from .._trace_hooks import host_values
+from .._trace_hooks import active, host_values
 
 __all__ = ["Rprop"]
 
@@ -35,6 +35,24 @@ class Rprop(Optimizer):
         state["step_size"] = self._zeros_state(p, fill=group["lr"])
 
     def _update_group(self, group):
+        """One fused update per (device, dtype) of the group (backend.rprop_step); while ag.compile traces,
+        the step-by-step update, whose array ops it records."""
+        if active() is not None:
+            return self._reference_update(group)
+        (etaminus, etaplus), (lo, hi) = group["etas"], group["step_sizes"]
+
+        def prepare(p, state):
+            if not state:
+                self._init_state(state, p, group)
+            _count_step(state)
+            return None, None, (state["prev"].data, state["step_size"].data)
+
+        def update(backend, _, params, grads, prevs, sizes):
+            backend.rprop_step(params, grads, prevs, sizes, etaminus, etaplus, lo, hi, group["maximize"])
+        self._fused_update(group, prepare, update)
+
+    def _reference_update(self, group):
+        """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""
         (etaminus, etaplus), (lo, hi) = group["etas"], group["step_sizes"]
         for p, xp, a, g, state in self._reference_params(group, self._init_state):
             host_values(_count_step, state)

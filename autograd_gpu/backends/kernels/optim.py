@@ -1,12 +1,12 @@
-"""Fused kernels: optimizer updates (SGD, Adam/AdamW, RMSprop, Adagrad). See backends/kernels/__init__.py
-for the contract.
+"""Fused kernels: optimizer updates (SGD, Adam/AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, ASGD,
+Rprop; LBFGS's step goes through sgd_step). See backends/kernels/__init__.py for the contract.
 
 Each method takes one bucket of a parameter group: lists of same-dtype arrays on one device (parameters,
 their gradients and their state buffers, all updated in place) and the group's numbers as Python
 floats, and equals the step-by-step update of optim/ (``Optimizer._reference_update``) up to float
-rounding. The optimizer makes one call per (device, dtype) of a group and step (Adam and Adagrad: also
-per step count, which is equal for all parameters unless some skipped steps), so an implementation is
-free to treat the bucket as one multi-tensor update.
+rounding. The optimizer makes one call per (device, dtype) of a group and step (Adam, Adagrad, Adamax,
+NAdam, RAdam and ASGD: also per step coefficients, equal for all parameters unless some skipped steps), so
+an implementation is free to treat the bucket as one multi-tensor update.
 
 What runs:
 - NumPy: one parameter after another, in place with ``out=`` into one scratch array per call (the
@@ -30,8 +30,16 @@ What runs:
   launches a step, step by step -> per-parameter kernel -> bucket kernel: SGD 12 -> 6 -> 1, SGD Nesterov
   with weight decay 48 -> 6 -> 1, Adam 78 -> 6 -> 1, AdamW with AMSGrad 90 -> 6 -> 1, RMSprop centered
   with momentum 96 -> 6 -> 1, Adagrad with weight decay 54 -> 6 -> 1; the transformer's 28 parameters
-  with Adam: 28 -> 2 (24 + 4). ``zero_grad()`` launches nothing (set_to_none=True, the default, as in
-  PyTorch).
+  with Adam: 28 -> 2 (24 + 4). A 20-parameter model (10 Linear layers), step by step -> bucket kernel:
+  Adamax 200 -> 1, NAdam with decoupled weight decay 340 -> 1, RAdam 260 -> 1, Adadelta with weight decay
+  360 -> 1, ASGD 120 -> 1, Rprop 300 -> 1. ``zero_grad()`` launches nothing (set_to_none=True, the
+  default, as in PyTorch).
+
+The NumPy implementations of the newer optimizers (Adamax ... Rprop) make as many passes as their
+step-by-step updates (NumPy has no fused multiply-add to save one) with fewer temporaries (_temp_of), so a
+step costs about the same: measured on the shared 2-core machine, 20 float32 parameters of 4k-64k elements,
+step-by-step / fused CPU time 0.90-1.04x at 4k, 0.99-1.13x at 64k; Rprop's (no where/astype temporaries)
+1.25x and 5.7x.
 
 Why not a flat buffer per dtype (parameters, gradients and state in one array each, one plain
 elementwise launch): every ``p.data`` would have to be a view into the optimizer's buffer (re-homed at
@@ -169,6 +177,154 @@ def _adagrad(xp, params, grads, sums, clr, weight_decay, eps, maximize):
         a -= tmp
 
 
+
+# The newer optimizers' temporaries: a parameter of _SCRATCH_BYTES or more writes them into views of one
+# scratch buffer per call (a fresh array that size costs page faults at every step: 1.5-1.9x the time of
+# ASGD's whole update at 64k floats); a smaller one lets its first pass allocate (NumPy's cache of small
+# blocks is cheaper than slicing and reshaping a view: ~0.5 us a parameter at 4k floats). 0-d ones take the view too
+# (a 0-d result without out= is a scalar, which out= does not take).
+_SCRATCH_BYTES = 1 << 16
+
+
+def _temp_of(xp, params):
+    """``temp(a)``: the out= target for the first temporary of ``a``'s update (None: NumPy allocates)."""
+    view = _scratch(xp, params)
+    return lambda a: view(a) if a.ndim == 0 or a.nbytes >= _SCRATCH_BYTES else None
+
+
+def _adamax(xp, params, grads, exp_avgs, exp_infs, clr, beta1, beta2, eps, weight_decay, maximize):
+    temp = _temp_of(xp, params)
+    for a, g, m, u in zip(params, grads, exp_avgs, exp_infs):
+        if weight_decay != 0 or maximize:
+            g = _direction(xp, a, g, weight_decay, maximize)[0]
+        tmp = xp.subtract(g, m, out=temp(a))        # m += (1 - b1) (g - m): a lerp, as PyTorch
+        tmp *= 1 - beta1
+        m += tmp
+        u *= beta2
+        xp.abs(g, out=tmp)
+        tmp += eps
+        xp.maximum(u, tmp, out=u)
+        xp.divide(m, u, out=tmp)
+        tmp *= clr
+        a -= tmp
+
+
+def _adam_direction(xp, a, g, weight_decay, decoupled, maximize, decay):
+    """The Adam family's gradient: AdamW's decoupled decay scales ``a`` in place first."""
+    if weight_decay != 0 and decoupled:
+        a *= decay
+        return xp.negative(g) if maximize else g
+    if weight_decay != 0 or maximize:
+        return _direction(xp, a, g, weight_decay, maximize)[0]
+    return g
+
+
+def _moments(xp, g, m, v, beta1, beta2, tmp):
+    """m += (1 - b1) (g - m);  v = b2 v + (1 - b2) g^2 (NAdam's and RAdam's, in place); returns the scratch
+    array it used (``tmp``, or a new one where ``tmp`` is None)."""
+    tmp = xp.subtract(g, m, out=tmp)
+    tmp *= 1 - beta1
+    m += tmp
+    v *= beta2
+    xp.multiply(g, g, out=tmp)
+    tmp *= 1 - beta2
+    v += tmp
+    return tmp
+
+
+def _nadam(xp, params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, eps, weight_decay, decoupled, maximize,
+           decay, bias2, c_grad, c_avg):
+    temp, temp_d = _temp_of(xp, params), _temp_of(xp, params)
+    for a, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+        g = _adam_direction(xp, a, g, weight_decay, decoupled, maximize, decay)
+        tmp = _moments(xp, g, m, v, beta1, beta2, temp(a))
+        d = xp.divide(v, bias2, out=temp_d(a))
+        xp.sqrt(d, out=d)
+        d += eps
+        xp.divide(g, d, out=tmp)
+        tmp *= c_grad
+        a -= tmp
+        xp.divide(m, d, out=tmp)
+        tmp *= c_avg
+        a -= tmp
+
+
+def _radam(xp, params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, eps, weight_decay, decoupled, maximize,
+           decay, adaptive, plain):
+    temp = _temp_of(xp, params)
+    for a, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+        g = _adam_direction(xp, a, g, weight_decay, decoupled, maximize, decay)
+        tmp = _moments(xp, g, m, v, beta1, beta2, temp(a))
+        if adaptive != 0:                           # rectified: p -= m adaptive / (sqrt(v) + eps)
+            xp.sqrt(v, out=tmp)
+            tmp += eps
+            xp.divide(adaptive, tmp, out=tmp)
+            tmp *= m
+        else:                                       # early steps (rho_t <= 5): p -= plain m, no sqrt
+            xp.multiply(m, plain, out=tmp)
+        a -= tmp
+
+
+def _adadelta(xp, params, grads, square_avgs, acc_deltas, lr, rho, eps, weight_decay, maximize):
+    temp, temp_d = _temp_of(xp, params), _temp_of(xp, params)
+    for a, g, s, u in zip(params, grads, square_avgs, acc_deltas):
+        if weight_decay != 0 or maximize:
+            g = _direction(xp, a, g, weight_decay, maximize)[0]
+        s *= rho
+        tmp = xp.multiply(g, g, out=temp(a))
+        tmp *= 1 - rho
+        s += tmp
+        d = xp.add(u, eps, out=temp_d(a))           # d = sqrt(u + eps) / sqrt(s + eps) * g
+        xp.sqrt(d, out=d)
+        xp.add(s, eps, out=tmp)
+        xp.sqrt(tmp, out=tmp)
+        d /= tmp
+        d *= g
+        u *= rho
+        xp.multiply(d, d, out=tmp)
+        tmp *= 1 - rho
+        u += tmp
+        d *= lr
+        a -= d
+
+
+def _asgd(xp, params, grads, axs, shrink, eta, mu, weight_decay, maximize):
+    temp = _temp_of(xp, params)
+    for a, g, ax in zip(params, grads, axs):
+        if weight_decay != 0 or maximize:
+            g = _direction(xp, a, g, weight_decay, maximize)[0]
+        tmp = xp.multiply(g, eta, out=temp(a))
+        a *= shrink
+        a -= tmp
+        xp.subtract(a, ax, out=tmp)                 # ax += mu (p - ax); mu is 1 (ax follows p) until t0
+        if mu != 1:
+            tmp *= mu
+        ax += tmp
+
+
+def _rprop(xp, params, grads, prevs, sizes, etaminus, etaplus, min_step, max_step, maximize):
+    tmp_of = _scratch(xp, params)
+    n = max((a.size for a in params), default=0)
+    pos_buf, neg_buf = xp.empty(n, dtype=bool), xp.empty(n, dtype=bool)
+    for a, g, prev, size in zip(params, grads, prevs, sizes):
+        g, _ = _direction(xp, a, g, 0, maximize)
+        tmp = tmp_of(a)
+        pos, neg = pos_buf[:a.size].reshape(a.shape), neg_buf[:a.size].reshape(a.shape)
+        xp.multiply(g, prev, out=tmp)               # the sign of g * prev picks the step size's factor
+        xp.greater(tmp, 0, out=pos)
+        xp.less(tmp, 0, out=neg)
+        xp.multiply(size, etaplus, out=tmp)
+        xp.copyto(size, tmp, where=pos)
+        xp.multiply(size, etaminus, out=tmp)
+        xp.copyto(size, tmp, where=neg)
+        xp.clip(size, min_step, max_step, out=size)
+        xp.copyto(prev, g)                          # a sign change: that gradient counts as 0 (no step)
+        xp.copyto(prev, 0, where=neg)
+        xp.sign(prev, out=tmp)
+        tmp *= size
+        a -= tmp
+
+
 class NumpyOptim:
     """NumPy implementations (mixed into NumpyBackend)."""
 
@@ -202,6 +358,42 @@ class NumpyOptim:
         """Adagrad on every array in place: s += g^2; p -= clr g / (sqrt(s) + eps), clr the step's decayed
         learning rate. Equals optim/adagrad.py."""
         _adagrad(np, params, grads, sums, clr, weight_decay, eps, maximize)
+
+    def adamax_step(self, params, grads, exp_avgs, exp_infs, clr, beta1, beta2, eps, weight_decay, maximize):
+        """Adamax on every array in place: m += (1 - b1) (g - m); u = max(b2 u, |g| + eps); p -= clr m / u,
+        clr = lr / (1 - b1^t). Equals optim/adamax.py."""
+        _adamax(np, params, grads, exp_avgs, exp_infs, clr, beta1, beta2, eps, weight_decay, maximize)
+
+    def nadam_step(self, params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, eps, weight_decay, decoupled, maximize,
+                   decay, bias2, c_grad, c_avg):
+        """NAdam on every array in place: m += (1 - b1) (g - m); v = b2 v + (1 - b2) g^2; d = sqrt(v / bias2)
+        + eps; p -= c_grad g / d; p -= c_avg m / d (the step's coefficients from the host). Weight decay as
+        adam_step's. Equals optim/nadam.py."""
+        _nadam(np, params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, eps, weight_decay, decoupled, maximize,
+               decay, bias2, c_grad, c_avg)
+
+    def radam_step(self, params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, eps, weight_decay, decoupled, maximize,
+                   decay, adaptive, plain):
+        """RAdam on every array in place: m, v as nadam_step; p -= m adaptive / (sqrt(v) + eps) once the
+        rectification holds (``adaptive`` != 0), else p -= plain m. Equals optim/radam.py."""
+        _radam(np, params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, eps, weight_decay, decoupled, maximize,
+               decay, adaptive, plain)
+
+    def adadelta_step(self, params, grads, square_avgs, acc_deltas, lr, rho, eps, weight_decay, maximize):
+        """Adadelta on every array in place: s = rho s + (1 - rho) g^2; d = sqrt(u + eps) / sqrt(s + eps) g;
+        u = rho u + (1 - rho) d^2; p -= lr d. Equals optim/adadelta.py."""
+        _adadelta(np, params, grads, square_avgs, acc_deltas, lr, rho, eps, weight_decay, maximize)
+
+    def asgd_step(self, params, grads, axs, shrink, eta, mu, weight_decay, maximize):
+        """ASGD on every array in place: p *= shrink (1 - lambd eta); p -= eta g; ax += mu (p - ax).
+        Equals optim/asgd.py."""
+        _asgd(np, params, grads, axs, shrink, eta, mu, weight_decay, maximize)
+
+    def rprop_step(self, params, grads, prevs, sizes, etaminus, etaplus, min_step, max_step, maximize):
+        """Rprop on every array in place: where g prev > 0 the step size grows by etaplus, where < 0 it
+        shrinks by etaminus and g counts as 0; sizes clipped to [min_step, max_step]; p -= sign(g) size;
+        prev = g. Equals optim/rprop.py."""
+        _rprop(np, params, grads, prevs, sizes, etaminus, etaplus, min_step, max_step, maximize)
 
 
 # -- CuPy: one ElementwiseKernel per bucket (a table of offsets over raw arrays) ---------------------------
@@ -279,10 +471,71 @@ def _adagrad_source(wd, maximize):
     return ins, ["p", "s"], f"s = s + {d} * {d}; p = p - clr * ({d} / (sqrt(s) + eps));"
 
 
-def _multi_source(ins, outs, body, k, t):
+
+# The optimizers below set the direction once as the local g (and keep extra locals: the 4th item, declared
+# in the kernel's type), then spell the update on locals as those above do.
+def _g_stmt(wd, maximize):
+    return f"g = {_d(wd, maximize)}; " if wd or maximize else ""
+
+
+def _adamax_source(wd, maximize):
+    ins = ["g", "clr", "omb1", "b2", "eps"] + (["wd"] if wd else [])
+    # u = max(b2 u, |g| + eps), NaN-propagating as NumPy's maximum
+    body = (_g_stmt(wd, maximize) + "m = m + omb1 * (g - m); u = b2 * u; x = fabs(g) + eps; "
+            "u = (u < x || x != x) ? x : u; p = p - clr * (m / u);")
+    return ins, ["p", "m", "u"], body, ["x"]
+
+
+def _adam_family_head(wd, decoupled, maximize):
+    """NAdam's and RAdam's numbers and first statements: AdamW's decay scales p, else wd p joins g; then the
+    moments m += (1 - b1) (g - m), v = b2 v + (1 - b2) g^2."""
+    ins = ["g", "omb1", "b2", "omb2", "eps"] + ((["decay"] if decoupled else ["wd"]) if wd else [])
+    head = ("p = p * decay; " + _g_stmt(False, maximize)) if wd and decoupled else _g_stmt(wd, maximize)
+    return ins, head + "m = m + omb1 * (g - m); v = b2 * v + omb2 * (g * g);"
+
+
+def _nadam_source(wd, decoupled, maximize):
+    ins, head = _adam_family_head(wd, decoupled, maximize)
+    ins[5:5] = ["bias2", "c_grad", "c_avg"]
+    body = head + " d = sqrt(v / bias2) + eps; p = p - c_grad * (g / d); p = p - c_avg * (m / d);"
+    return ins, ["p", "m", "v"], body, ["d"]
+
+
+def _radam_source(wd, decoupled, maximize, rectified):
+    ins, head = _adam_family_head(wd, decoupled, maximize)
+    ins[5:5] = ["adaptive"] if rectified else ["plain"]
+    body = head + (" p = p - m * (adaptive / (sqrt(v) + eps));" if rectified else " p = p - m * plain;")
+    return ins, ["p", "m", "v"], body, []
+
+
+def _adadelta_source(wd, maximize):
+    ins = ["g", "lr", "rho", "omr", "eps"] + (["wd"] if wd else [])
+    body = (_g_stmt(wd, maximize) + "s = rho * s + omr * (g * g); d = sqrt(u + eps) / sqrt(s + eps) * g; "
+            "u = rho * u + omr * (d * d); p = p - lr * d;")
+    return ins, ["p", "s", "u"], body, ["d"]
+
+
+def _asgd_source(wd, maximize):
+    ins = ["g", "shrink", "eta", "mu"] + (["wd"] if wd else [])
+    body = _g_stmt(wd, maximize) + "p = p * shrink; p = p - eta * g; ax = ax + mu * (p - ax);"
+    return ins, ["p", "ax"], body, []
+
+
+def _rprop_source(maximize):
+    # zero and one are numbers too (no literals: CuPy's float16 takes no int operands)
+    ins = ["g", "etaminus", "etaplus", "lo", "hi", "zero", "one"]
+    body = (_g_stmt(False, maximize) + "sp = g * prev; "
+            "size = sp > zero ? size * etaplus : (sp < zero ? size * etaminus : size); "
+            "size = size < lo ? lo : (size > hi ? hi : size); g = sp < zero ? zero : g; "
+            "sg = g > zero ? one : (g < zero ? -one : g); p = p - sg * size; prev = g;")
+    return ins, ["p", "prev", "size"], body, ["sp", "sg"]
+
+
+def _multi_source(ins, outs, body, k, t, temps=()):
     """(in_params, out_params, operation) of the kernel updating ``k`` parameters in one launch: raw
     arrays g<q> (read) and p<q>, <state><q> (read and written) for q < k, offsets o1..o<k-1> (parameter q
-    is elements o_q <= i < o_{q+1} of the loop, o_0 = 0), then the numbers; ``body`` updates the locals."""
+    is elements o_q <= i < o_{q+1} of the loop, o_0 = 0), then the numbers; ``body`` updates the locals
+    (``temps``: more locals it uses)."""
     ct = _C_LOCAL[t]
     in_params = [f"raw {t} g{q}" for q in range(k)] + [f"int64 o{q}" for q in range(1, k)] + \
         [f"{t} {n}" for n in ins[1:]]
@@ -304,7 +557,7 @@ def _multi_source(ins, outs, body, k, t):
     def store(q):
         return " ".join(f"{n}{q}[j] = {n};" for n in outs)
 
-    op = f"ptrdiff_t j; {ct} {', '.join(['g'] + outs)};\n{chain(load)}\n{body}\n{chain(store)}"
+    op = f"ptrdiff_t j; {ct} {', '.join(['g'] + outs + list(temps))};\n{chain(load)}\n{body}\n{chain(store)}"
     return ", ".join(in_params), ", ".join(out_params), op
 
 
@@ -326,7 +579,8 @@ class CupyOptim:
             t = _CTYPES.get(dtype.name)
             kern = None
             if t is not None:
-                ins, outs, op = _multi_source(*source(*flags), k, t)
+                ins, outs, body, *temps = source(*flags)
+                ins, outs, op = _multi_source(ins, outs, body, k, t, *temps)
                 kern = self.xp.ElementwiseKernel(ins, outs, op, f"ag_{family}{k}_{t}_" +
                                                  "".join("1" if f else "0" for f in flags))
             _KERNELS[key] = kern
@@ -409,3 +663,65 @@ class CupyOptim:
         with self._cuda_device:
             if not self._launch("adagrad", _adagrad_source, flags, nums, rows):
                 _adagrad(self.xp, params, grads, sums, clr, weight_decay, eps, maximize)
+
+    def adamax_step(self, params, grads, exp_avgs, exp_infs, clr, beta1, beta2, eps, weight_decay, maximize):
+        """As NumpyOptim.adamax_step: one launch for the bucket."""
+        flags = (weight_decay != 0, bool(maximize))
+        nums = [clr, 1 - beta1, beta2, eps] + ([weight_decay] if flags[0] else [])
+        rows = [[g, a, m, u] for a, g, m, u in zip(params, grads, exp_avgs, exp_infs)]
+        with self._cuda_device:
+            if not self._launch("adamax", _adamax_source, flags, nums, rows):
+                _adamax(self.xp, params, grads, exp_avgs, exp_infs, clr, beta1, beta2, eps, weight_decay, maximize)
+
+    def nadam_step(self, params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, eps, weight_decay, decoupled, maximize,
+                   decay, bias2, c_grad, c_avg):
+        """As NumpyOptim.nadam_step: one launch for the bucket."""
+        flags = (weight_decay != 0, bool(decoupled), bool(maximize))
+        nums = [1 - beta1, beta2, 1 - beta2, eps, bias2, c_grad, c_avg]
+        if flags[0]:
+            nums.append(decay if decoupled else weight_decay)
+        rows = [[g, a, m, v] for a, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs)]
+        with self._cuda_device:
+            if not self._launch("nadam", _nadam_source, flags, nums, rows):
+                _nadam(self.xp, params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, eps, weight_decay, decoupled,
+                       maximize, decay, bias2, c_grad, c_avg)
+
+    def radam_step(self, params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, eps, weight_decay, decoupled, maximize,
+                   decay, adaptive, plain):
+        """As NumpyOptim.radam_step: one launch for the bucket (a kernel each side of the rectification)."""
+        flags = (weight_decay != 0, bool(decoupled), bool(maximize), adaptive != 0)
+        nums = [1 - beta1, beta2, 1 - beta2, eps, adaptive if flags[3] else plain]
+        if flags[0]:
+            nums.append(decay if decoupled else weight_decay)
+        rows = [[g, a, m, v] for a, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs)]
+        with self._cuda_device:
+            if not self._launch("radam", _radam_source, flags, nums, rows):
+                _radam(self.xp, params, grads, exp_avgs, exp_avg_sqs, beta1, beta2, eps, weight_decay, decoupled,
+                       maximize, decay, adaptive, plain)
+
+    def adadelta_step(self, params, grads, square_avgs, acc_deltas, lr, rho, eps, weight_decay, maximize):
+        """As NumpyOptim.adadelta_step: one launch for the bucket."""
+        flags = (weight_decay != 0, bool(maximize))
+        nums = [lr, rho, 1 - rho, eps] + ([weight_decay] if flags[0] else [])
+        rows = [[g, a, s, u] for a, g, s, u in zip(params, grads, square_avgs, acc_deltas)]
+        with self._cuda_device:
+            if not self._launch("adadelta", _adadelta_source, flags, nums, rows):
+                _adadelta(self.xp, params, grads, square_avgs, acc_deltas, lr, rho, eps, weight_decay, maximize)
+
+    def asgd_step(self, params, grads, axs, shrink, eta, mu, weight_decay, maximize):
+        """As NumpyOptim.asgd_step: one launch for the bucket."""
+        flags = (weight_decay != 0, bool(maximize))
+        nums = [shrink, eta, mu] + ([weight_decay] if flags[0] else [])
+        rows = [[g, a, ax] for a, g, ax in zip(params, grads, axs)]
+        with self._cuda_device:
+            if not self._launch("asgd", _asgd_source, flags, nums, rows):
+                _asgd(self.xp, params, grads, axs, shrink, eta, mu, weight_decay, maximize)
+
+    def rprop_step(self, params, grads, prevs, sizes, etaminus, etaplus, min_step, max_step, maximize):
+        """As NumpyOptim.rprop_step: one launch for the bucket."""
+        flags = (bool(maximize),)
+        nums = [etaminus, etaplus, min_step, max_step, 0.0, 1.0]
+        rows = [[g, a, prev, size] for a, g, prev, size in zip(params, grads, prevs, sizes)]
+        with self._cuda_device:
+            if not self._launch("rprop", _rprop_source, flags, nums, rows):
+                _rprop(self.xp, params, grads, prevs, sizes, etaminus, etaplus, min_step, max_step, maximize)
