@@ -694,7 +694,9 @@ def _pad_coords(c, n, padding_mode, align_corners):
     elif padding_mode == "reflection":
         c = _reflect(c, 0, 2 * (n - 1)) if align_corners else _reflect(c, -1, 2 * n - 1)
         c = c.clamp(0, n - 1)
-    return c
+    else:
+        return c
+    return where(c != c, 0.0, c)        # a NaN point (or an infinite one reflected) reads 0, as PyTorch's clip
 
 
 def _source_coords(g, n, padding_mode, align_corners):
@@ -803,7 +805,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         for cc, size, stride in zip(cs, sizes, strides):
             m = (cc >= 0).to(dtype=dt) * (cc <= size - 1).to(dtype=dt)
             inside = m if inside is None else inside * m
-            term = cc.clamp(0, size - 1) * stride
+            term = where(cc != cc, 0.0, cc.clamp(0, size - 1)) * stride     # a NaN point: any valid read, masked
             idx = term if idx is None else idx + term
         v = TakeCols.apply(flat, idx.to(dtype=int64).reshape(n, q)).reshape((n, c) + outs)
         return v, inside.reshape((n, 1) + outs)
