@@ -72,8 +72,11 @@ def _mlp(device, seed=0, dropout=0.0):
                          nn.Linear(32, 5)).to(device)
 
 
-@pytest.mark.parametrize("opt_cls,kw", [(optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.Adam, dict(lr=0.01))],
-                         ids=["SGD-momentum", "Adam"])
+@pytest.mark.parametrize("opt_cls,kw", [(optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.Adam, dict(lr=0.01)),
+                                        (optim.Adamax, dict(lr=0.01)), (optim.NAdam, dict(lr=0.01)),
+                                        (optim.RAdam, dict(lr=0.01)), (optim.Adadelta, dict()),
+                                        (optim.ASGD, dict(lr=0.05, t0=5)), (optim.Rprop, dict(lr=0.01))],
+                         ids=["SGD-momentum", "Adam", "Adamax", "NAdam", "RAdam", "Adadelta", "ASGD", "Rprop"])
 def test_the_compiled_mlp_training_step_equals_eager_for_20_steps_as_a_cuda_graph(opt_cls, kw, cuda):
     m1, m2 = _mlp(cuda), _mlp(cuda)
     o1, o2 = opt_cls(m1.parameters(), **kw), opt_cls(m2.parameters(), **kw)
