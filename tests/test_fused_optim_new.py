@@ -304,3 +304,14 @@ def test_lbfgs_step_is_one_launch_on_cuda():
         opt._add_grad(0.5, update)
     assert log.launches == 1
     assert all(float(p.sum().item()) == 1.5 * p.numel() for p in params)
+
+
+@pytest.mark.parametrize("cls, kw", [CASES[3], CASES[8], CASES[13], CASES[18], CASES[24], CASES[28]],
+                         ids=[IDS[3], IDS[8], IDS[13], IDS[18], IDS[24], IDS[28]])
+def test_fused_update_of_float16_parameters(cls, kw, device):
+    """float16 (its own kernel on CUDA, half locals) within a few float16 roundings of the step-by-step update."""
+    specs = [((3, 5), "float16", True), ((), "float16", True), ((7,), "float16", True)]
+    (pa, oa), (pb, ob) = (_run(cls, kw, device, specs, fused, steps=5) for fused in (True, False))
+    for p, q in zip(pa, pb):
+        assert p.dtype == ag.float16
+        np.testing.assert_allclose(p.numpy().astype(np.float64), q.numpy().astype(np.float64), rtol=2e-3, atol=1e-3)
