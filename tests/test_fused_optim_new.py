@@ -315,3 +315,23 @@ def test_fused_update_of_float16_parameters(cls, kw, device):
     for p, q in zip(pa, pb):
         assert p.dtype == ag.float16
         np.testing.assert_allclose(p.numpy().astype(np.float64), q.numpy().astype(np.float64), rtol=2e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("cls, kw", [CASES[3], CASES[8], CASES[13], CASES[18], CASES[24], CASES[28]],
+                         ids=[IDS[3], IDS[8], IDS[13], IDS[18], IDS[24], IDS[28]])
+def test_fused_update_of_bfloat16_parameters(cls, kw, device):
+    """bfloat16 (the array passes on both devices: no kernel for it) within bfloat16 rounding of the
+    step-by-step update; Rprop's sign changes zero the gradient there too (etaminus is not a bfloat16)."""
+    results = []
+    for fused in (True, False):
+        ag.manual_seed(0)
+        params = [nn.Parameter(ag.randn(*shape, device=device).to(ag.bfloat16)) for shape in [(3, 4), (), (5,)]]
+        opt = cls(params, **kw)
+        for step in range(5):
+            for p in params:
+                p.grad = ag.ones_like(p) * (0.5 - step % 2)      # alternating signs: Rprop's both branches
+            for group in opt.param_groups:
+                (opt._update_group if fused else opt._reference_update)(group)
+        results.append([p.float().numpy() for p in params])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-2, atol=1e-2)

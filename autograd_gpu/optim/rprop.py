@@ -61,7 +61,8 @@ class Rprop(Optimizer):
             factor = xp.where(sign > 0, etaplus, xp.where(sign < 0, etaminus, 1.0)).astype(a.dtype, copy=False)
             size *= factor
             xp.clip(size, lo, hi, out=size)
-            g = xp.where(factor == etaminus, 0, g).astype(a.dtype, copy=False)   # a sign change: no step
+            # a sign change: no step (tested on the sign: bfloat16's factor never equals the float etaminus)
+            g = xp.where(sign < 0, 0, g).astype(a.dtype, copy=False)
             a -= xp.sign(g) * size
             prev[...] = g
 
