@@ -258,8 +258,8 @@ def test_cuda_kernels_build_once_per_dtype_options_and_count():
 def test_the_kernels_declare_their_extra_locals():
     ins, outs, op = kernels._multi_source(*kernels._rprop_source(True)[:3], 2, "float64",
                                           kernels._rprop_source(True)[3])
-    assert op.startswith("ptrdiff_t j; double g, p, prev, size, sp, sg;")
-    assert ins.endswith("float64 lo, float64 hi, float64 zero, float64 one")
+    assert op.startswith("ptrdiff_t j; double g, p, prev, size, sp, f;")
+    assert ins.endswith("float64 lo, float64 hi, float64 zero, float64 one, float64 mone")
     assert "g = (-g); sp = g * prev;" in op
 
 

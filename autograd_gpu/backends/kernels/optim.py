@@ -522,13 +522,15 @@ def _asgd_source(wd, maximize):
 
 
 def _rprop_source(maximize):
-    # zero and one are numbers too (no literals: CuPy's float16 takes no int operands)
-    ins = ["g", "etaminus", "etaplus", "lo", "hi", "zero", "one"]
+    # 0, 1 and -1 are numbers too, and each ternary's branches are locals or numbers of the kernel's type:
+    # CuPy's float16 converts to and from float implicitly, so a float16 : float ternary (size * etaplus :
+    # size, or -one : g) would be ambiguous in C++; the factor 1 (no sign) leaves size exact as NumPy's
+    ins = ["g", "etaminus", "etaplus", "lo", "hi", "zero", "one", "mone"]
     body = (_g_stmt(False, maximize) + "sp = g * prev; "
-            "size = sp > zero ? size * etaplus : (sp < zero ? size * etaminus : size); "
+            "f = sp > zero ? etaplus : (sp < zero ? etaminus : one); size = size * f; "
             "size = size < lo ? lo : (size > hi ? hi : size); g = sp < zero ? zero : g; "
-            "sg = g > zero ? one : (g < zero ? -one : g); p = p - sg * size; prev = g;")
-    return ins, ["p", "prev", "size"], body, ["sp", "sg"]
+            "f = g > zero ? one : (g < zero ? mone : g); p = p - f * size; prev = g;")
+    return ins, ["p", "prev", "size"], body, ["sp", "f"]
 
 
 def _multi_source(ins, outs, body, k, t, temps=()):
@@ -720,7 +722,7 @@ class CupyOptim:
     def rprop_step(self, params, grads, prevs, sizes, etaminus, etaplus, min_step, max_step, maximize):
         """As NumpyOptim.rprop_step: one launch for the bucket."""
         flags = (bool(maximize),)
-        nums = [etaminus, etaplus, min_step, max_step, 0.0, 1.0]
+        nums = [etaminus, etaplus, min_step, max_step, 0.0, 1.0, -1.0]
         rows = [[g, a, prev, size] for a, g, prev, size in zip(params, grads, prevs, sizes)]
         with self._cuda_device:
             if not self._launch("rprop", _rprop_source, flags, nums, rows):
