@@ -9,6 +9,19 @@ from .. import functional as F
 __all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm"]
 
 
+def _affine_params(m, num_features, affine, bias, kw):
+    """The norm layers' weight (ones) and bias (zeros) of shape (num_features,) when affine, the bias only when
+    ``bias``; the missing ones registered as None, so state dicts name what PyTorch's do."""
+    m.register_parameter("weight", Parameter(creation.ones(num_features, **kw)) if affine else None)
+    m.register_parameter("bias", Parameter(creation.zeros(num_features, **kw)) if affine and bias else None)
+
+
+def _norm_repr(m):
+    """Batch and instance norm's extra_repr, PyTorch's (bias= says whether there is a bias parameter)."""
+    return (f"{m.num_features}, eps={m.eps}, momentum={m.momentum}, affine={m.affine}, bias={m.bias is not None}, "
+            f"track_running_stats={m.track_running_stats}")
+
+
 def _norm_state(m, num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=True):
     """What batch and instance norm share (PyTorch's _NormBase): the settings, the weight and bias (ones and
     zeros) when affine (no bias when ``bias=False``), the running statistics and batch count when tracked (else
@@ -16,15 +29,7 @@ def _norm_state(m, num_features, eps, momentum, affine, track_running_stats, dev
     m.num_features, m.eps, m.momentum = num_features, eps, momentum
     m.affine, m.track_running_stats = affine, track_running_stats
     kw = {"device": device, "dtype": dtype}
-    if affine:
-        m.weight = Parameter(creation.ones(num_features, **kw))
-        if bias:
-            m.bias = Parameter(creation.zeros(num_features, **kw))
-        else:
-            m.register_parameter("bias", None)
-    else:
-        m.register_parameter("weight", None)
-        m.register_parameter("bias", None)
+    _affine_params(m, num_features, affine, bias, kw)
     if track_running_stats:
         m.register_buffer("running_mean", creation.zeros(num_features, **kw))
         m.register_buffer("running_var", creation.ones(num_features, **kw))
@@ -79,8 +84,7 @@ class _BatchNorm(Module):
                             self.weight, self.bias, use_batch_stats, factor, self.eps)
 
     def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+        return _norm_repr(self)
 
 
 class BatchNorm1d(_BatchNorm):

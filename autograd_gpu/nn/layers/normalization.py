@@ -5,7 +5,7 @@ from ..parameter import Parameter
 from .. import init
 from ... import creation
 from .. import functional as F
-from .norm import _norm_state
+from .norm import _norm_state, _affine_params, _norm_repr
 
 __all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "LocalResponseNorm"]
 
@@ -20,16 +20,7 @@ class GroupNorm(Module):
             raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
                              f"({num_groups}), a positive int")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        kw = {"device": device, "dtype": dtype}
-        if affine:
-            self.weight = Parameter(creation.ones(num_channels, **kw))
-            if bias:
-                self.bias = Parameter(creation.zeros(num_channels, **kw))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, num_channels, affine, bias, {"device": device, "dtype": dtype})
 
     def reset_parameters(self):
         """Weight back to ones and bias to zeros (PyTorch's initialisation)."""
@@ -42,7 +33,8 @@ class GroupNorm(Module):
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 class _InstanceNorm(Module):
@@ -70,8 +62,7 @@ class _InstanceNorm(Module):
         return y[0] if unbatched else y
 
     def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+        return _norm_repr(self)
 
 
 class InstanceNorm1d(_InstanceNorm):
