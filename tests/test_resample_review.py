@@ -10,6 +10,8 @@ import pytest
 import autograd_gpu as ag
 import autograd_gpu.nn.functional as F
 
+from tests.test_breadth_gpu_paths import standin         # noqa: F401  (the stand-in fixture, counting)
+
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
 
@@ -59,7 +61,7 @@ def test_grid_sample_nan_and_inf_points_5d(mode, pm, device):
 
 # --------------------------------------------------------------------------- the CuPy path of the new modes
 def _paths():
-    from tests import test_breadth_gpu_paths as paths       # its stand-in fixture's helpers and counters
+    from tests import test_breadth_gpu_paths as paths       # its counting helpers
     return paths
 
 
@@ -91,17 +93,6 @@ NEW_MODES = {
         lambda x, g: F.grid_sample(x, g, mode="bicubic", padding_mode="border"),
         (_gx(n, 2, 4, 5), _gx(n, 3, 4, 2, low=-1.3))),
 }
-
-
-@pytest.fixture
-def standin():
-    if not ag.cuda.is_available():
-        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs these on the CuPy stand-in)")
-    from autograd_gpu.backends import cupy_backend
-    if not cupy_backend.simulated():
-        pytest.skip("counts transfers and launches: the CuPy stand-in's logs (AG_CUDA=standin)")
-    from autograd_gpu.testing import cupy_standin
-    return cupy_standin
 
 
 @pytest.mark.gpu
