@@ -121,3 +121,34 @@ def test_new_modes_on_the_device_no_transfer_no_batch_loop(name, standin):
             assert b.grad is None
             continue
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- interpolate's arguments
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "bilinear", "bicubic", "area"])
+@pytest.mark.parametrize("aa", [False, True])
+def test_interpolate_empty_spatial_input_raises_naming_the_sizes(mode, aa):
+    """PyTorch refuses a spatial size 0 (there is nothing to resample from); we did not: zeros or an
+    IndexError from the backend's index_select."""
+    if aa and mode not in ("bilinear", "bicubic"):
+        pytest.skip("antialias only with bilinear / bicubic")
+    with pytest.raises(ValueError, match=r"interpolate: expected input spatial sizes > 0, got input shape "
+                                         r"\(1, 2, 0, 4\)"):
+        F.interpolate(ag.zeros((1, 2, 0, 4)), size=(3, 3), mode=mode, antialias=aa)
+    with pytest.raises(RuntimeError):
+        TF.interpolate(torch.zeros((1, 2, 0, 4)), size=(3, 3), mode=mode, antialias=aa)
+
+
+def test_interpolate_empty_batch_is_fine(device):
+    got = F.interpolate(ag.zeros((0, 2, 4, 5), device=device), size=(3, 7), mode="bicubic", antialias=True)
+    assert got.shape == tuple(TF.interpolate(torch.zeros((0, 2, 4, 5)), size=(3, 7), mode="bicubic",
+                                             antialias=True).shape)
+
+
+@pytest.mark.parametrize("kw", [{"size": np.int64(3)}, {"size": (np.int64(3), np.int32(2))},
+                                {"scale_factor": (np.float32(0.5), 2)}, {"scale_factor": np.float64(1.5)},
+                                {"scale_factor": np.int64(2)}])
+def test_interpolate_takes_numpy_numbers_as_pytorch(kw, device):
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 6))
+    got = F.interpolate(ag.tensor(x, device=device), mode="bilinear", **kw)
+    ref = TF.interpolate(torch.tensor(x), mode="bilinear", **kw)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12, atol=1e-12)

@@ -16,6 +16,8 @@ gather, the convolution primitives), so gradients of any order and vmap come wit
   gather per corner, 4 bilinear, 8 trilinear, 16 bicubic, for the whole batch) and weights them with
   recorded ops of the grid (gradient to the grid too).
 """
+from numbers import Integral, Real
+
 from ...tensor import Tensor
 from ...dtypes import float32, bfloat16, int64
 from ..shape import Pad
@@ -120,16 +122,19 @@ def _out_sizes(op, x, size, scale_factor, nd):
     if size is not None and scale_factor is not None:
         raise ValueError(f"{op}: expected exactly one of size and scale_factor, got size={size!r} and "
                          f"scale_factor={scale_factor!r}")
+    if 0 in spatial:        # nothing to resample from (PyTorch refuses too); an empty batch or C is fine
+        raise ValueError(f"{op}: expected input spatial sizes > 0, got input shape {x.shape}")
     if size is not None:
-        sizes = (size,) * nd if isinstance(size, int) else tuple(size)
-        if len(sizes) != nd or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in sizes):
+        # NumPy's integers count (numbers.Integral), bools do not
+        sizes = (size,) * nd if isinstance(size, Integral) else tuple(size)
+        if len(sizes) != nd or any(isinstance(s, bool) or not isinstance(s, Integral) or s <= 0 for s in sizes):
             raise ValueError(f"{op}: expected size as a positive int or {nd} of them for an input of shape "
                              f"{x.shape}, got {size!r}")
-        return sizes, (None,) * nd
+        return tuple(int(s) for s in sizes), (None,) * nd
     if scale_factor is None:
         raise ValueError(f"{op}: expected exactly one of size and scale_factor, got neither")
-    sf = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
-    if len(sf) != nd or any(isinstance(s, bool) or not isinstance(s, (int, float)) or s <= 0 for s in sf):
+    sf = (scale_factor,) * nd if isinstance(scale_factor, Real) else tuple(scale_factor)
+    if len(sf) != nd or any(isinstance(s, bool) or not isinstance(s, Real) or s <= 0 for s in sf):
         raise ValueError(f"{op}: expected scale_factor as a positive number or {nd} of them for an input of "
                          f"shape {x.shape}, got {scale_factor!r}")
     sizes = tuple(int(n * float(s)) for n, s in zip(spatial, sf))     # floor, as PyTorch
@@ -426,7 +431,10 @@ def pixel_shuffle(input, upscale_factor):
     """(*, C * r^2, H, W) -> (*, C, H * r, W * r), PyTorch's depth-to-space order."""
     x = as_tensor(input, "pixel_shuffle")
     r = _factor(upscale_factor, "pixel_shuffle", "upscale_factor")
-    if x.ndim < 3 or x.shape[-3] % (r * r):
+    if x.ndim < 3:                      # PyTorch raises RuntimeError for an input of the wrong rank
+        raise RuntimeError(f"pixel_shuffle: expected an input (*, C * {r * r}, H, W) with at least 3 dims, got "
+                           f"shape {x.shape}")
+    if x.shape[-3] % (r * r):
         raise ValueError(f"pixel_shuffle: expected an input (*, C * {r * r}, H, W) with at least 3 dims, got shape "
                          f"{x.shape}")
     lead, (c, h, w) = x.shape[:-3], x.shape[-3:]
@@ -454,7 +462,10 @@ def pixel_unshuffle(input, downscale_factor):
     """(*, C, H * r, W * r) -> (*, C * r^2, H, W), the inverse of pixel_shuffle."""
     x = as_tensor(input, "pixel_unshuffle")
     r = _factor(downscale_factor, "pixel_unshuffle", "downscale_factor")
-    if x.ndim < 3 or x.shape[-2] % r or x.shape[-1] % r:
+    if x.ndim < 3:
+        raise RuntimeError(f"pixel_unshuffle: expected an input (*, C, H, W) with at least 3 dims, got shape "
+                           f"{x.shape}")
+    if x.shape[-2] % r or x.shape[-1] % r:
         raise ValueError(f"pixel_unshuffle: expected an input (*, C, H, W) with H and W divisible by {r}, got "
                          f"shape {x.shape}")
     lead, (c, h, w) = x.shape[:-3], x.shape[-3:]
@@ -511,8 +522,8 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     then kernel row and column) and L output positions row-major."""
     op = "unfold"
     x = _float_tensor(input, op)
-    if x.ndim not in (3, 4):
-        raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D unbatched one, got shape {x.shape}")
+    if x.ndim not in (3, 4):            # PyTorch raises RuntimeError for an input of the wrong rank
+        raise RuntimeError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D unbatched one, got shape {x.shape}")
     unbatched = x.ndim == 3
     if unbatched:
         x = x.unsqueeze(0)
@@ -536,9 +547,9 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     blocks summed."""
     op = "fold"
     x = _float_tensor(input, op)
-    if x.ndim not in (2, 3):
-        raise ValueError(f"{op}: expected a 3-D input (N, C * kh * kw, L) or a 2-D unbatched one, got shape "
-                         f"{x.shape}")
+    if x.ndim not in (2, 3):            # PyTorch raises RuntimeError for an input of the wrong rank
+        raise RuntimeError(f"{op}: expected a 3-D input (N, C * kh * kw, L) or a 2-D unbatched one, got shape "
+                           f"{x.shape}")
     unbatched = x.ndim == 2
     if unbatched:
         x = x.unsqueeze(0)
