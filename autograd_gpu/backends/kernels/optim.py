@@ -37,9 +37,9 @@ What runs:
 
 The NumPy implementations of the newer optimizers (Adamax ... Rprop) make as many passes as their
 step-by-step updates (NumPy has no fused multiply-add to save one) with fewer temporaries (_temp_of), so a
-step costs about the same: measured on the shared 2-core machine, 20 float32 parameters of 4k-64k elements,
-step-by-step / fused CPU time 0.90-1.04x at 4k, 0.99-1.13x at 64k; Rprop's (no where/astype temporaries)
-1.25x and 5.7x.
+step costs about the same: measured on the shared 2-core machine (medians of 9, run-to-run noise ~10%), 20
+float32 parameters, step-by-step / fused CPU time 0.89-1.11x at 4k elements a weight, 1.00-1.18x at 64k;
+Rprop's (no where/astype temporaries) 1.25x and 5.7-5.9x. On CUDA the gain is the launches (above).
 
 Why not a flat buffer per dtype (parameters, gradients and state in one array each, one plain
 elementwise launch): every ``p.data`` would have to be a view into the optimizer's buffer (re-homed at
