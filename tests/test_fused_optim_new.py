@@ -335,3 +335,17 @@ def test_fused_update_of_bfloat16_parameters(cls, kw, device):
         results.append([p.float().numpy() for p in params])
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-2, atol=1e-2)
+
+
+def test_the_optimizer_benchmark_times_both_updates_of_every_optimizer():
+    from benchmarks import optim_fused
+    got = optim_fused.times(4, 1, number=1)
+    assert list(got) == [name for name, _ in optim_fused.CASES] and all(a > 0 and b > 0 for a, b in got.values())
+
+
+@pytest.mark.gpu
+def test_the_optimizer_benchmark_counts_one_launch_a_fused_step():
+    _launch_counter()
+    from benchmarks import optim_fused
+    got = optim_fused.launches()
+    assert all(fused == 1 < ref for ref, fused in got.values()), got
