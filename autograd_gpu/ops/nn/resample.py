@@ -177,15 +177,21 @@ def _source(xp, n, out, sf, align_corners, cubic, dtype):
     return src if cubic else xp.maximum(src, dtype(0))
 
 
-def _cubic_weights(xp, t, dtype):
-    a = dtype(-0.75)
+def _keys_near(u, a):
+    """Keys' cubic-convolution kernel at 0 <= u <= 1 (arrays or recorded Tensor ops)."""
+    return ((a + 2) * u - (a + 3)) * u * u + 1
 
-    def c1(u):          # |u| <= 1
-        return ((a + 2) * u - (a + 3)) * u * u + 1
 
-    def c2(u):          # 1 < |u| < 2
-        return ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
-    return c2(t + 1), c1(t), c1(1 - t), c2(2 - t)
+def _keys_far(u, a):
+    """Keys' cubic-convolution kernel at 1 < u < 2."""
+    return ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+
+
+def _cubic_weights(t, a=-0.75):
+    """The four weights of the taps at -1, 0, 1, 2 for the fraction t (a = -0.75: PyTorch's bicubic). Arrays
+    keep their dtype (a is a Python float); on Tensors the ops are recorded, so grid_sample's gradient reaches
+    the grid through them."""
+    return _keys_far(t + 1, a), _keys_near(t, a), _keys_near(1 - t, a), _keys_far(2 - t, a)
 
 
 def _interp_matrix(xp, n, out, sf, mode, align_corners, dtype):
@@ -197,7 +203,7 @@ def _interp_matrix(xp, n, out, sf, mode, align_corners, dtype):
     i0 = xp.floor(src).astype(xp.int64)
     t = src - i0.astype(dtype)
     if cubic:
-        taps = [(xp.clip(i0 + k, 0, n - 1), w) for k, w in zip((-1, 0, 1, 2), _cubic_weights(xp, t, dtype))]
+        taps = [(xp.clip(i0 + k, 0, n - 1), w) for k, w in zip((-1, 0, 1, 2), _cubic_weights(t))]
     else:
         i0 = xp.minimum(i0, n - 1)
         taps = [(i0, 1 - t), (xp.minimum(i0 + 1, n - 1), t)]
@@ -214,10 +220,7 @@ def _aa_filter(xp, mode, u, dtype):
     if mode == "bilinear":
         return xp.maximum(1 - u, dtype(0))
     if mode == "bicubic":
-        a = dtype(-0.5)
-        near = ((a + 2) * u - (a + 3)) * u * u + 1
-        far = ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
-        return xp.where(u < 1, near, xp.where(u < 2, far, dtype(0)))
+        return xp.where(u < 1, _keys_near(u, -0.5), xp.where(u < 2, _keys_far(u, -0.5), dtype(0)))
     return xp.where(u < 3, xp.sinc(u) * xp.sinc(u / dtype(3)), dtype(0))
 
 
@@ -722,19 +725,6 @@ def _source_coords(g, n, padding_mode, align_corners):
     return _pad_coords(_unnormalize(g, n, align_corners), n, padding_mode, align_corners)
 
 
-def _cubic_coeffs(t):
-    """The four cubic-convolution weights (A = -0.75, PyTorch's) of the taps at -1, 0, 1, 2 for the
-    fraction t (recorded ops: their gradient goes to the grid)."""
-    a = -0.75
-
-    def c1(u):
-        return ((a + 2) * u - (a + 3)) * u * u + 1
-
-    def c2(u):
-        return ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
-    return c2(t + 1), c1(t), c1(1 - t), c2(2 - t)
-
-
 _GS_SAMPLES: OpTestOptions = {"domain": (-0.9, 0.9), "tol": _F32}       # points inside, off the kinks
 
 
@@ -832,8 +822,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     if mode == "bicubic":
         ix, iy = (_unnormalize(g[..., k], sizes[k], ac) for k in range(2))
         x0, y0 = ix.detach().floor(), iy.detach().floor()
-        wx = _cubic_coeffs((ix - x0).unsqueeze(1))
-        wy = _cubic_coeffs((iy - y0).unsqueeze(1))
+        wx = _cubic_weights((ix - x0).unsqueeze(1))
+        wy = _cubic_weights((iy - y0).unsqueeze(1))
         out = None
         for j in range(4):
             py = _pad_coords(y0 + (j - 1), sizes[1], padding_mode, ac)
