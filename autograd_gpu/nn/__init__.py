@@ -24,6 +24,7 @@ from .layers import (ConvTranspose1d, ConvTranspose2d, Conv3d, GroupNorm, Instan
                      ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad2d, CircularPad2d,
                      AdaptiveAvgPool1d, AdaptiveMaxPool2d, Unflatten, EmbeddingBag, Dropout1d, Dropout2d, AlphaDropout,
                      Bilinear, UpsamplingNearest2d, UpsamplingBilinear2d)
+from .layers import ConvTranspose3d
 from .layers import conv_transpose as _ct, normalization as _nz, resample as _rs, structural as _st
 
 __all__ += _ct.__all__ + _nz.__all__ + _rs.__all__ + _st.__all__

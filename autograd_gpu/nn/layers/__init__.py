@@ -20,7 +20,7 @@ __all__ = ["Sequential", "ModuleList", "ModuleDict", "Linear", "Identity", "Flat
            "TransformerDecoder", "Transformer", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
 
 # the structural layers of the breadth issue (transposed and 3-D convolution, normalisations, resampling, padding)
-from .conv_transpose import ConvTranspose1d, ConvTranspose2d, Conv3d
+from .conv_transpose import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, Conv3d
 from .normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d, RMSNorm, LocalResponseNorm
 from .resample import (Upsample, UpsamplingNearest2d, UpsamplingBilinear2d,
                        PixelShuffle, PixelUnshuffle, Unfold, Fold, ZeroPad2d, ConstantPad1d, ConstantPad2d,

@@ -1,5 +1,5 @@
-"""ConvTranspose1d, ConvTranspose2d (weight (in_channels, out_channels // groups, *kernel_size)) and Conv3d
-(weight (out_channels, in_channels // groups, kd, kh, kw)), with PyTorch's default initialisation."""
+"""ConvTranspose1d, ConvTranspose2d, ConvTranspose3d (weight (in_channels, out_channels // groups, *kernel_size))
+and Conv3d (weight (out_channels, in_channels // groups, kd, kh, kw)), with PyTorch's default initialisation."""
 from ..module import Module
 from ..parameter import Parameter
 from .. import init
@@ -7,7 +7,7 @@ from ... import creation
 from .. import functional as F
 from .conv import _ConvNd, _check_channels, _tuple
 
-__all__ = ["ConvTranspose1d", "ConvTranspose2d", "Conv3d"]
+__all__ = ["ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Conv3d"]
 
 
 class Conv3d(_ConvNd):
@@ -105,4 +105,15 @@ class ConvTranspose2d(_ConvTransposeNd):
     def forward(self, x, output_size=None):
         op = self._output_padding(x, output_size)
         return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding, op, self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution over (N, C_in, D, H, W) (or unbatched (C_in, D, H, W)) inputs: the adjoint of
+    Conv3d, the upsampling layer of volumetric decoders."""
+    _n = 3
+
+    def forward(self, x, output_size=None):
+        op = self._output_padding(x, output_size)
+        return F.conv_transpose3d(x, self.weight, self.bias, self.stride, self.padding, op, self.groups,
                                   self.dilation)

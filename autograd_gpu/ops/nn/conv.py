@@ -3,6 +3,7 @@ adaptive_avg_pool2d check and normalise their arguments (pairs, padding modes, c
 inputs) and call the primitives of autograd_gpu/ops/conv.py, whose Functions hold the math and the vmap
 rules."""
 import builtins
+import functools
 
 from ...tensor import Tensor
 from ...dtypes import float32
@@ -135,9 +136,9 @@ def _single(v, name, minimum=1, op="conv1d"):
 # --------------------------------------------------------------------------- pooling
 def _pool_input(input, op):
     x = _float_tensor(input, op)
-    if x.ndim not in (3, 4):
-        raise ValueError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D unbatched one (C, H, W), "
-                         f"got shape {x.shape}")
+    if x.ndim not in (3, 4):            # PyTorch raises RuntimeError for an input of the wrong rank
+        raise RuntimeError(f"{op}: expected a 4-D input (N, C, H, W) or a 3-D unbatched one (C, H, W), "
+                           f"got shape {x.shape}")
     return (x.reshape((1,) + x.shape), True) if x.ndim == 3 else (x, False)
 
 
@@ -200,7 +201,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """Max over windows of the last dim of (N, C, L) or (C, L)."""
     x = _float_tensor(input, "max_pool1d")
     if x.ndim not in (2, 3):
-        raise ValueError(f"max_pool1d: expected a 3-D input (N, C, L) or a 2-D unbatched one, got shape {x.shape}")
+        raise RuntimeError(f"max_pool1d: expected a 3-D input (N, C, L) or a 2-D unbatched one, got shape {x.shape}")
     op = "max_pool1d"
     y = max_pool2d(x.unsqueeze(-2), (1, _single(kernel_size, "kernel_size", op=op)),
                    None if stride is None else (1, _single(stride, "stride", op=op)),
@@ -218,6 +219,23 @@ def _avg_divisors(n, k, s, p, out, count_include_pad):
         hi = builtins.min(lo + k, n + p)
         sizes.append(hi - lo if count_include_pad else builtins.min(hi, n) - builtins.max(lo, 0))
     return sizes
+
+
+def _divisor_axis(xp, n, k, s, p, out, count_include_pad):
+    """_avg_divisors as a device array: built by the backend's kernels from an arange (no host copy)."""
+    lo = xp.arange(out, dtype="int64") * s - p
+    hi = xp.minimum(lo + k, n + p)
+    return hi - lo if count_include_pad else xp.minimum(hi, n) - xp.maximum(lo, 0)
+
+
+@functools.lru_cache(maxsize=64)
+def _inverse_divisors(device, dtype, rows, cols, count_include_pad):
+    """(OH, OW) array of 1 / divisor per window on ``device``, for the geometry rows / cols = (n, k, stride,
+    padding, out) of each dim: built on the device and kept per geometry, so a call copies nothing from the
+    host (read-only: every user multiplies by it)."""
+    xp = device.backend.xp
+    div = _divisor_axis(xp, *rows, count_include_pad)[:, None] * _divisor_axis(xp, *cols, count_include_pad)[None, :]
+    return (1.0 / div).astype(dtype)
 
 
 @register(namespace="nn.functional", tests=(
@@ -248,9 +266,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
         if len(set(rows)) == 1 and len(set(cols)) == 1:
             scale = 1.0 / (rows[0] * cols[0])
         else:
-            xp = x.device.backend.xp
-            div = xp.asarray(rows, dtype=x.dtype).reshape(-1, 1) * xp.asarray(cols, dtype=x.dtype).reshape(1, -1)
-            scale = Tensor._make(1 / div, x.device)
+            scale = Tensor._make(_inverse_divisors(x.device, x.dtype, (h, kh, sh, ph, oh), (w, kw, sw, pw, ow),
+                                                   count_include_pad), x.device)
     y = _conv.avg_pool2d(x, kh, kw, geom, oh, ow, scale)
     return y.reshape(y.shape[1:]) if unbatched else y
 
@@ -261,7 +278,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     """Mean over windows of the last dim of (N, C, L) or (C, L)."""
     x = _float_tensor(input, "avg_pool1d")
     if x.ndim not in (2, 3):
-        raise ValueError(f"avg_pool1d: expected a 3-D input (N, C, L) or a 2-D unbatched one, got shape {x.shape}")
+        raise RuntimeError(f"avg_pool1d: expected a 3-D input (N, C, L) or a 2-D unbatched one, got shape {x.shape}")
     return avg_pool2d(x.unsqueeze(-2), (1, _single(kernel_size, "kernel_size", op="avg_pool1d")),
                       None if stride is None else (1, _single(stride, "stride", op="avg_pool1d")),
                       (0, _single(padding, "padding", 0, "avg_pool1d")), ceil_mode, count_include_pad).squeeze(-2)

@@ -1,13 +1,17 @@
 """nn.functional's transposed and 3-D convolutions and the remaining adaptive pools: conv_transpose1d,
-conv_transpose2d, conv3d, adaptive_avg_pool1d, adaptive_max_pool2d.
+conv_transpose2d, conv_transpose3d, conv3d, adaptive_avg_pool1d, adaptive_max_pool2d.
 
 A transposed convolution is the adjoint of a convolution in its input: it runs the convolution's
 input-gradient primitive (``Conv2dInputGrad`` of autograd_gpu/ops/conv.py, one product of the weight with
 the columns plus the column-to-image adds) forwards, with the convolution's geometry. Its backward is then
 the convolution itself (for the input) and the convolution's weight gradient (for the weight), so derivatives
 of any order and vmap (the batch folded into N) come from those Functions. conv3d folds the output depth
-into the batch and the kernel's depth taps into the channels: one 2-D convolution.
+into the batch and the kernel's depth taps into the channels: one 2-D convolution. conv_transpose3d is its
+adjoint: one 2-D transposed convolution over (N * D) images with the depth taps as extra output channels,
+then each depth tap's slab added at its (strided, dilated) depth offset.
 """
+import builtins
+
 from ...tensor import Tensor
 from .. import conv as _conv
 from ..shape import Pad, stack
@@ -50,13 +54,13 @@ def _t_operands(op, input, weight, bias, nd, groups):
     x = _float_tensor(input, op)
     w = _float_tensor(weight, op, "weight", like=x)
     b = None if bias is None else _float_tensor(bias, op, "bias", like=x)
-    names = "(N, C, L)" if nd == 1 else "(N, C, H, W)"
-    if x.ndim not in (nd + 1, nd + 2):
-        raise ValueError(f"{op}: expected a {nd + 2}-D input {names} or a {nd + 1}-D unbatched one, got shape "
-                         f"{x.shape}")
+    names = {1: "(N, C, L)", 2: "(N, C, H, W)", 3: "(N, C, D, H, W)"}[nd]
+    if x.ndim not in (nd + 1, nd + 2):          # PyTorch raises RuntimeError for an input of the wrong rank
+        raise RuntimeError(f"{op}: expected a {nd + 2}-D input {names} or a {nd + 1}-D unbatched one, got shape "
+                           f"{x.shape}")
     if w.ndim != nd + 2:
         raise ValueError(f"{op}: expected a {nd + 2}-D weight (in_channels, out_channels / groups, "
-                         f"{'k' if nd == 1 else 'kh, kw'}), got shape {w.shape}")
+                         f"{('k', 'kh, kw', 'kd, kh, kw')[nd - 1]}), got shape {w.shape}")
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
         raise ValueError(f"{op}: expected groups to be a positive int, got {groups!r}")
     c = x.shape[-nd - 1]
@@ -239,6 +243,85 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return y[0] if unbatched else y
 
 
+def _refs_conv_t3d(np, x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """NumPy reference: each input voxel scatters x * w into the output, then crop the padding."""
+    s, p, op_, d = [(v,) * 3 if isinstance(v, int) else v for v in (stride, padding, output_padding, dilation)]
+    n, cin = x.shape[:2]
+    size = x.shape[2:]
+    cg, k = w.shape[1], w.shape[2:]
+    out = [(size[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op_[i] + 1 for i in range(3)]
+    full = np.zeros((n, cg * groups) + tuple(out[i] + 2 * p[i] + k[i] * d[i] + s[i] for i in range(3)),
+                    dtype=x.dtype)
+    ig = cin // groups
+    for g in range(groups):
+        for a in range(k[0]):
+            for i in range(k[1]):
+                for j in range(k[2]):
+                    contrib = np.einsum("ncdhw,co->nodhw", x[:, g * ig:(g + 1) * ig],
+                                        w[g * ig:(g + 1) * ig, :, a, i, j])
+                    full[:, g * cg:(g + 1) * cg, a * d[0]:a * d[0] + s[0] * (size[0] - 1) + 1:s[0],
+                         i * d[1]:i * d[1] + s[1] * (size[1] - 1) + 1:s[1],
+                         j * d[2]:j * d[2] + s[2] * (size[2] - 1) + 1:s[2]] += contrib
+    y = full[:, :, p[0]:p[0] + out[0], p[1]:p[1] + out[1], p[2]:p[2] + out[2]]
+    return y if b is None else y + b.reshape(1, -1, 1, 1, 1)
+
+
+def _depth_taps_added(y, s, p, d, od):
+    """y (N, C, kd, D, OH, OW), the contribution of depth tap a of input depth i at [:, :, a, i]: each tap's
+    slab added at output depth i * s + a * d - p, cropped to [0, od). A loop over the kd taps only."""
+    n, c, kd, depth = y.shape[:4]
+    hw = y.shape[4:]
+    if s > 1:       # input depth i at i * s: s - 1 zero planes after each (one pad of a new axis)
+        y = Pad.apply(y.unsqueeze(4), ((0, 0),) * 4 + ((0, s - 1), (0, 0), (0, 0)), 0.0)
+        y = y.reshape((n, c, kd, depth * s) + hw)
+    length = y.shape[3]
+    total = builtins.max(d * (kd - 1) + length, p + od)
+    out = None
+    for a in range(kd):
+        slab = Pad.apply(y[:, :, a], ((0, 0), (0, 0), (a * d, total - a * d - length), (0, 0), (0, 0)), 0.0)
+        out = slab if out is None else out + slab
+    return out[:, :, p:p + od]
+
+
+@register(namespace="nn.functional", tests=(
+    OpTest((((2, 3, 3, 4, 3), (3, 2, 2, 3, 2), (2,)), ((0, 2, 2, 2, 2), (2, 1, 2, 2, 2), (1,))),
+           ref=lambda np, x, w, b: _refs_conv_t3d(np, x, w, b), name="conv_transpose3d", tol=_F32),
+    OpTest((((1, 2, 3, 2, 3), (2, 3, 3, 2, 2), (3,)),),
+           ref=lambda np, x, w, b: _refs_conv_t3d(np, x, w, b, 2, (1, 0, 1), (1, 0, 1)),
+           op=lambda x, w, b: conv_transpose3d(x, w, b, stride=2, padding=(1, 0, 1), output_padding=(1, 0, 1)),
+           name="conv_transpose3d_stride_outpad", tol=_F32),
+    OpTest((((1, 4, 3, 2, 3), (4, 1, 2, 2, 3)),),
+           ref=lambda np, x, w: _refs_conv_t3d(np, x, w, None, (2, 1, 2), (1, 0, 0), (1, 0, 0), 2, (2, 1, 1)),
+           op=lambda x, w: conv_transpose3d(x, w, stride=(2, 1, 2), padding=(1, 0, 0), output_padding=(1, 0, 0),
+                                            groups=2, dilation=(2, 1, 1)),
+           name="conv_transpose3d_groups_dilation", tol=_F32),
+    OpTest((((2, 2, 3, 2), (2, 2, 2, 2, 2)),), ref=lambda np, x, w: _refs_conv_t3d(np, x[None], w, None, 2)[0],
+           op=lambda x, w: conv_transpose3d(x, w, stride=2), name="conv_transpose3d_unbatched", tol=_F32)),
+    doc="Transposed 3-D convolution (the adjoint of conv3d) of (N, Cin, D, H, W) with a (Cin, Cout / groups, kd, kh, "
+        "kw) weight.")
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """PyTorch's conv_transpose3d: input (N, Cin, D, H, W) or (Cin, D, H, W), weight (Cin, Cout / groups, kd, kh,
+    kw); each output size (n - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1."""
+    op = "conv_transpose3d"
+    x, w, b = _t_operands(op, input, weight, bias, 3, groups)
+    unbatched = x.ndim == 4
+    if unbatched:
+        x = x.unsqueeze(0)
+    s, p, o, d = (_triple(stride, "stride", op), _triple(padding, "padding", op, 0),
+                  _triple(output_padding, "output_padding", op, 0), _triple(dilation, "dilation", op))
+    out = tuple(_t_len(op, x.shape[2 + i], w.shape[2 + i], s[i], p[i], o[i], d[i]) for i in range(3))
+    n, cin, depth, h, wd = x.shape
+    cin_, cg, kd, kh, kw = w.shape
+    # the depth taps ride as output channels (cout / groups * kd per group): one 2-D transposed convolution
+    x2 = x.permute(0, 2, 1, 3, 4).reshape(n * depth, cin, h, wd)
+    y = transposed(x2, w.reshape(cin_, cg * kd, kh, kw), out[1:], s[1:], p[1:], d[1:], groups)
+    y = y.reshape((n, depth, cg * groups, kd) + out[1:]).permute(0, 2, 3, 1, 4, 5)
+    y = _depth_taps_added(y, s[0], p[0], d[0], out[0])
+    if b is not None:
+        y = y + b.reshape(1, -1, 1, 1, 1)
+    return y[0] if unbatched else y
+
+
 # --------------------------------------------------------------------------- adaptive pools
 @register(namespace="nn.functional", tests=OpTest(
     (((2, 3, 7),), ((3, 8),)), op=lambda x: adaptive_avg_pool1d(x, 3),
@@ -250,7 +333,7 @@ def adaptive_avg_pool1d(input, output_size):
     op = "adaptive_avg_pool1d"
     x = _float_tensor(input, op)
     if x.ndim not in (2, 3):
-        raise ValueError(f"{op}: expected a 3-D input (N, C, L) or a 2-D unbatched one, got shape {x.shape}")
+        raise RuntimeError(f"{op}: expected a 3-D input (N, C, L) or a 2-D unbatched one, got shape {x.shape}")
     o = _single(output_size, "output_size", op=op)
     return adaptive_avg_pool2d(x.unsqueeze(-2), (1, o)).squeeze(-2)
 

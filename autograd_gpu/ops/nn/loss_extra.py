@@ -62,7 +62,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     op = "smooth_l1_loss"
     reduction = _reduction(reduction, size_average, reduce, op)
     if beta < 0:
-        raise ValueError(f"{op}: beta must be non-negative, got {beta}")
+        raise RuntimeError(f"{op}: beta must be non-negative, got {beta}")     # RuntimeError, as PyTorch
     x, t = _pair_loss_operands(input, target, op)
     d = x - t
     ad = _abs(d)
@@ -89,7 +89,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     op = "huber_loss"
     reduction = _reduction(reduction, None, None, op)
     if delta <= 0:
-        raise ValueError(f"{op}: delta must be positive, got {delta}")
+        raise RuntimeError(f"{op}: delta must be positive, got {delta}")       # RuntimeError, as PyTorch
     x, t = _pair_loss_operands(input, target, op)
     d = x - t
     ad = _abs(d)
