@@ -438,8 +438,8 @@ def pixel_shuffle(input, upscale_factor):
         raise RuntimeError(f"pixel_shuffle: expected an input (*, C * {r * r}, H, W) with at least 3 dims, got "
                            f"shape {x.shape}")
     if x.shape[-3] % (r * r):
-        raise ValueError(f"pixel_shuffle: expected an input (*, C * {r * r}, H, W) with at least 3 dims, got shape "
-                         f"{x.shape}")
+        raise ValueError(f"pixel_shuffle: expected an input (*, C * {r * r}, H, W) (channels divisible by "
+                         f"upscale_factor ** 2 = {r * r}), got shape {x.shape}")
     lead, (c, h, w) = x.shape[:-3], x.shape[-3:]
     k = len(lead)
     y = x.reshape(lead + (c // (r * r), r, r, h, w))
