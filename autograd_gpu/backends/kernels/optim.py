@@ -9,7 +9,8 @@ NAdam, RAdam and ASGD: also per step coefficients, equal for all parameters unle
 an implementation is free to treat the bucket as one multi-tensor update.
 
 What runs:
-- NumPy: one parameter after another, in place with ``out=`` into one scratch array per call (the
+- NumPy: one parameter after another, in place with ``out=`` into one scratch array per call for
+  parameters of 64 KiB or more, into one temporary a parameter for smaller ones (``_temp_of``; the
   step-by-step code allocates one to three temporaries a parameter), the same passes in the same order
   otherwise; SGD's step stays one MKL ?axpy (``self.axpy``). Adam and the others keep NumPy's
   single-threaded passes: on the shared 2-core machine under load, Adam with three threaded MKL axpys a
@@ -63,6 +64,20 @@ def _scratch(xp, arrays):
     return lambda a: buf[:a.size].reshape(a.shape)
 
 
+# The optimizers' temporaries: a parameter of _SCRATCH_BYTES or more writes them into views of one
+# scratch buffer per call (a fresh array that size costs page faults at every step: 1.5-1.9x the time of
+# ASGD's whole update at 64k floats); a smaller one lets its first pass allocate (NumPy's cache of small
+# blocks is cheaper than slicing and reshaping a view: ~0.5 us a parameter at 4k floats). 0-d ones take the view too
+# (a 0-d result without out= is a scalar, which out= does not take).
+_SCRATCH_BYTES = 1 << 16
+
+
+def _temp_of(xp, params):
+    """``temp(a)``: the out= target for the first temporary of ``a``'s update (None: NumPy allocates)."""
+    view = _scratch(xp, params)
+    return lambda a: view(a) if a.ndim == 0 or a.nbytes >= _SCRATCH_BYTES else None
+
+
 def _direction(xp, a, g, weight_decay, maximize):
     """(d, owned): d = -g if maximize, plus weight_decay * a; owned says whether d is a new array (made with
     out=: a 0-d result would be a scalar, which in-place updates do not write through)."""
@@ -104,16 +119,15 @@ def _sgd(xp, axpy, params, grads, bufs, lr, weight_decay, momentum, dampening, n
 
 def _adam(xp, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, beta1, beta2, eps, weight_decay,
           decoupled, maximize, step_size, bias2, decay):
-    tmp_of = _scratch(xp, params)
+    temp = _temp_of(xp, params)
     for i, (a, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
         if weight_decay != 0 and decoupled:
             a *= decay
             g, _ = _direction(xp, a, g, 0, maximize)
         else:
             g, _ = _direction(xp, a, g, weight_decay, maximize)
-        tmp = tmp_of(a)
         m *= beta1
-        xp.multiply(g, 1 - beta1, out=tmp)
+        tmp = xp.multiply(g, 1 - beta1, out=temp(a))
         m += tmp
         v *= beta2
         xp.multiply(g, g, out=tmp)
@@ -133,12 +147,11 @@ def _adam(xp, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, beta1, beta
 
 def _rmsprop(xp, params, grads, square_avgs, grad_avgs, momentum_bufs, lr, alpha, eps, weight_decay,
              momentum, maximize):
-    tmp_of = _scratch(xp, params)
+    temp = _temp_of(xp, params)
     for i, (a, g, s) in enumerate(zip(params, grads, square_avgs)):
         g, _ = _direction(xp, a, g, weight_decay, maximize)
-        avg = tmp_of(a)
         s *= alpha
-        xp.multiply(g, g, out=avg)
+        avg = xp.multiply(g, g, out=temp(a))
         avg *= 1 - alpha
         s += avg
         if grad_avgs is not None:
@@ -164,11 +177,10 @@ def _rmsprop(xp, params, grads, square_avgs, grad_avgs, momentum_bufs, lr, alpha
 
 
 def _adagrad(xp, params, grads, sums, clr, weight_decay, eps, maximize):
-    tmp_of = _scratch(xp, params)
+    temp = _temp_of(xp, params)
     for a, g, s in zip(params, grads, sums):
         g, _ = _direction(xp, a, g, weight_decay, maximize)
-        tmp = tmp_of(a)
-        xp.multiply(g, g, out=tmp)
+        tmp = xp.multiply(g, g, out=temp(a))
         s += tmp
         xp.sqrt(s, out=tmp)
         tmp += eps
@@ -176,20 +188,6 @@ def _adagrad(xp, params, grads, sums, clr, weight_decay, eps, maximize):
         tmp *= clr
         a -= tmp
 
-
-
-# The newer optimizers' temporaries: a parameter of _SCRATCH_BYTES or more writes them into views of one
-# scratch buffer per call (a fresh array that size costs page faults at every step: 1.5-1.9x the time of
-# ASGD's whole update at 64k floats); a smaller one lets its first pass allocate (NumPy's cache of small
-# blocks is cheaper than slicing and reshaping a view: ~0.5 us a parameter at 4k floats). 0-d ones take the view too
-# (a 0-d result without out= is a scalar, which out= does not take).
-_SCRATCH_BYTES = 1 << 16
-
-
-def _temp_of(xp, params):
-    """``temp(a)``: the out= target for the first temporary of ``a``'s update (None: NumPy allocates)."""
-    view = _scratch(xp, params)
-    return lambda a: view(a) if a.ndim == 0 or a.nbytes >= _SCRATCH_BYTES else None
 
 
 def _adamax(xp, params, grads, exp_avgs, exp_infs, clr, beta1, beta2, eps, weight_decay, maximize):
