@@ -349,3 +349,26 @@ def test_the_optimizer_benchmark_counts_one_launch_a_fused_step():
     from benchmarks import optim_fused
     got = optim_fused.launches()
     assert all(fused == 1 < ref for ref, fused in got.values()), got
+
+
+def _combinations():
+    """Every combination of the options that change an update's maths (each kernel variant and NumPy branch)."""
+    import itertools
+    flags = {optim.Adamax: dict(weight_decay=(0.0, 0.1), maximize=(False, True)),
+             optim.NAdam: dict(weight_decay=(0.0, 0.1), decoupled_weight_decay=(False, True), maximize=(False, True)),
+             optim.RAdam: dict(weight_decay=(0.0, 0.1), decoupled_weight_decay=(False, True), maximize=(False, True)),
+             optim.Adadelta: dict(weight_decay=(0.0, 0.1), maximize=(False, True)),
+             optim.ASGD: dict(weight_decay=(0.0, 0.1), maximize=(False, True), t0=(1e6, 2)),
+             optim.Rprop: dict(maximize=(False, True), step_sizes=((1e-6, 50), (0.05, 0.2)))}
+    for cls, options in flags.items():
+        for values in itertools.product(*options.values()):
+            yield cls, dict(lr=0.05, **dict(zip(options, values)))
+
+
+COMBINATIONS = list(_combinations())
+
+
+@pytest.mark.parametrize("cls, kw", COMBINATIONS,
+                         ids=[f"{c.__name__}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for c, kw in COMBINATIONS])
+def test_every_combination_of_options_equals_the_step_by_step_update(cls, kw, device):
+    _assert_same(SPECS, _run(cls, kw, device, SPECS, True), _run(cls, kw, device, SPECS, False))
