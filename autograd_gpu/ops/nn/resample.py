@@ -16,6 +16,9 @@ gather, the convolution primitives), so gradients of any order and vmap come wit
   gather per corner, 4 bilinear, 8 trilinear, 16 bicubic, for the whole batch) and weights them with
   recorded ops of the grid (gradient to the grid too).
 """
+import functools
+import math
+import struct
 from numbers import Integral, Real
 
 from ...tensor import Tensor
@@ -149,9 +152,9 @@ def _nearest_scale(xp, n, out, sf):
 
 
 def _nearest_index(xp, n, out, sf):
-    """PyTorch's nearest source index: floor(dst * scale) in float32, clamped to n - 1 (out == n, and
-    out == 2 n from a size, exactly)."""
-    if out == n:
+    """PyTorch's nearest source index: floor(dst * scale) in float32, clamped to n - 1 (out == n and
+    out == 2 n from a size, exactly; a given scale factor is used even where the size does not change)."""
+    if out == n and sf is None:
         return xp.arange(n)
     if out == 2 * n and sf is None:
         return xp.arange(out) // 2
@@ -165,6 +168,37 @@ def _nearest_exact_index(xp, n, out, sf):
     scale = float(_nearest_scale(xp, n, out, sf))
     src = ((xp.arange(out, dtype=xp.float64) + 0.5) * scale).astype(xp.float32)
     return xp.minimum(xp.floor(src).astype(xp.int64), n - 1)
+
+
+def _f32(v):
+    """The Python float v rounded to float32 (PyTorch computes the nearest indices in float32)."""
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+@functools.lru_cache(maxsize=512)
+def _nearest_repeat(mode, n, out, sf):
+    """k when the nearest (or nearest-exact) index for n -> out is each input k = out / n times in a row (k = 1:
+    the identity), else None: the index functions above, replayed in Python on the host (float32 rounding can
+    break an integer factor; no device read), once per size."""
+    if out % n:
+        return None
+    k = out // n
+    # float32's n / out: the float64 quotient rounded to float32 is the same (double rounding of one quotient is
+    # exact for float64 -> float32)
+    scale = _f32(1.0 / sf) if sf is not None else _f32(n / out)
+    for i in range(out):
+        src = _f32(i * scale) if mode == "nearest" else _f32((i + 0.5) * scale)
+        if min(math.floor(src), n - 1) != i // k:
+            return None
+    return k
+
+
+def _repeat_along(x, d, k):
+    """Each entry of x along dim d k times in a row: a broadcast copy whose backward is a sum (index_select's
+    would be a scatter-add, NumPy's slow ufunc.at on the CPU)."""
+    shape = tuple(x.shape)
+    wide = x.unsqueeze(d + 1).expand(*shape[:d + 1], k, *shape[d + 1:])
+    return wide.reshape(shape[:d] + (shape[d] * k,) + shape[d + 1:])
 
 
 def _source(xp, n, out, sf, align_corners, cubic, dtype):
@@ -403,9 +437,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         d = 2 + k
         n = x.shape[d]
         if mode in ("nearest", "nearest-exact"):
-            idx = (_nearest_index if mode == "nearest" else _nearest_exact_index)(xp, n, o, sf)
-            if o != n:
+            k = _nearest_repeat(mode, n, o, sf)
+            if k is None:
+                idx = (_nearest_index if mode == "nearest" else _nearest_exact_index)(xp, n, o, sf)
                 y = index_select(y, d, _const(idx, x))
+            elif k > 1:
+                y = _repeat_along(y, d, k)
             continue
         if mode == "area":
             if o == n:
