@@ -120,6 +120,13 @@ class Function:
                         a = counter = None
                     if counter is None or counter[0] == (0 if versions is None else versions[0]):
                         return ctx.wrap(cls.arrays(ctx, grad.data, a))
+                elif versions is None and len(saved) == 2:     # two saved inputs (Mul, Linear): the check inline
+                    t, u = saved
+                    if t.__class__ is not tuple and u.__class__ is not tuple and t is not None and u is not None:
+                        ct, cu = t._version, u._version
+                        if (ct is None or not ct[0]) and (cu is None or not cu[0]):
+                            r = cls.arrays(ctx, grad.data, t.data, u.data, extra[0]) if len(extra) == 1 else \
+                                cls.arrays(ctx, grad.data, t.data, u.data, *extra)      # (Mul's node: no tuple)
                 elif versions is None:            # several saved, none written in place before it was saved
                     arrays = []
                     for t in saved:

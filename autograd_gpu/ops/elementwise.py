@@ -244,31 +244,32 @@ class Mul(Function):
             need_a, need_b = ctx.needs_input_grad
             a, b = _cj(a), _cj(b)
             return (Mul.apply(grad, b) if need_a else None), (Mul.apply(grad, a) if need_b else None)
-        return MulBackward.of(ctx, grad, ctx.needs_input_grad, ctx)
+        return MulBackward.of(ctx, grad, ctx)
 
 
 def _mul_backward_rule(cls, args, kwargs):
-    grad, a, b, (need_a, need_b), _ = args
+    grad, a, b, node = args
+    need_a, need_b = node.needs_input_grad
     return (Mul.apply(grad, b) if need_a else None), (Mul.apply(grad, a) if need_b else None)
 
 
 class MulBackward(Function):
     """Mul's two gradients (grad * b, grad * a) as one op: on CUDA one kernel for both products, the one for a
     leaf (w of x * w, used at every step) added into the gradient total the engine already holds for it
-    (``node``: the Mul node whose backward this is, when nothing records). Differentiable again (create_graph):
+    (``node``: the Mul node whose backward this is: which gradients it needs). Differentiable again (create_graph):
     its own backward is two products per output gradient. Real operands only (Mul conjugates complex ones).
     Under vmap: the two products, as Mul's rule batches them."""
     batch_rule = _mul_backward_rule
     materialize_grads = False     # a gradient not wanted is None (and so is its gradient's gradient)
 
     @staticmethod
-    def arrays(ctx, g, a, b, needs, node=None):
-        need_a, need_b = needs
+    def arrays(ctx, g, a, b, node, into_leaf=True):
+        need_a, need_b = node.needs_input_grad
         if need_a and need_b and g.__class__ is not _HOST:      # (the CPU skips the look-ups)
             be = ctx.device.backend
             if be.fused_mul_grads and g.shape == a.shape == b.shape and g.dtype == a.dtype == b.dtype \
                     and g.dtype is not bfloat16:       # (no bfloat16 kernels: the ufuncs below)
-                if node is not None:
+                if into_leaf:                  # (not when recorded: the engine's total is then a recorded sum)
                     acc = _engine.leaf_sum(node, 1, g.shape, g.dtype)
                     if acc is not None:
                         return be.mul_grads(g, a, b, acc)[0], None
@@ -279,9 +280,9 @@ class MulBackward(Function):
         return (g * b if need_a else None), (g * a if need_b else None)
 
     @staticmethod
-    def forward(ctx, grad, a, b, needs, node):
+    def forward(ctx, grad, a, b, node):
         ctx.save_for_backward(grad, a, b)
-        ga, gb = MulBackward.arrays(ctx, grad.data, a.data, b.data, needs)
+        ga, gb = MulBackward.arrays(ctx, grad.data, a.data, b.data, node, False)
         return (None if ga is None else ctx.wrap(ga)), (None if gb is None else ctx.wrap(gb))
 
     @staticmethod
@@ -296,7 +297,7 @@ class MulBackward(Function):
                 d_grad = Mul.apply(ggb, a) if d_grad is None else d_grad + Mul.apply(ggb, a)
         d_a = Mul.apply(ggb, grad) if need_a and ggb is not None else None
         d_b = Mul.apply(gga, grad) if need_b and gga is not None else None
-        return d_grad, d_a, d_b, None, None
+        return d_grad, d_a, d_b, None
 
 
 class MulScalar(Function):
