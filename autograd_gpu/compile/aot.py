@@ -98,9 +98,19 @@ def trace_backward(tr, outs, holders, modules):
     return split, vids, leaves, got
 
 
+class _Lazy:
+    """A node's saved state when the forward ran without its residuals (Aot.lazy): the program's input
+    arrays and the holders' versions then, from which a backward recomputes them."""
+    __slots__ = ("arrays", "versions", "holders")
+
+    def __init__(self, arrays, versions, holders):
+        self.arrays, self.versions, self.holders = arrays, versions, holders
+
+
 class Aot:
     """What a replay needs to attach its outputs to a compiled backward."""
-    __slots__ = ("backward", "leaves", "grads", "n_res", "seed_meta", "copy_seeds", "device", "outs", "on_double")
+    __slots__ = ("backward", "leaves", "grads", "n_res", "seed_meta", "copy_seeds", "device", "outs", "on_double",
+                 "out_meta", "lazy", "full", "calls", "backwards", "versions")
 
     def __init__(self, backward, leaves, grads, n_res, seed_meta, copy_seeds, device, outs):
         self.outs = outs                  # the forward program's finals that are the node's outputs
@@ -112,24 +122,63 @@ class Aot:
         self.copy_seeds = copy_seeds      # the backward writes into its seeds: copy them first
         self.device = device
         self.on_double = None             # called when a backward asks for create_graph (replay.py: run eagerly)
+        self.out_meta = seed_meta if len(outs) > 1 else None     # Function._out_meta of a node of several
+        # reads only: ``lazy`` is the forward program without the residuals (its values in reused buffers),
+        # None where a second run of the forward could differ or write something; ``full`` the program
+        # with them, run again by a backward that reaches a node made by ``lazy`` (see use_lazy)
+        self.lazy = None
+        self.full = None
+        self.calls = 0                    # replays made with this entry
+        self.backwards = 0                # backwards run through its nodes
+        self.versions = None              # holders -> their version numbers (generated with ``lazy``)
 
-    def attach(self, outs, residuals, holders):
-        """Make ``outs`` (new tensors, not yet in any graph) the outputs of a CompiledBackward node."""
+    def use_lazy(self):
+        """Whether this replay may run the forward without residuals: no node is made (grad mode off), or
+        the two replays before made nodes whose backward never ran (``loss.item()``, inference without
+        no_grad) and none ever did. The first backward through such a node recomputes the residuals
+        (the forward program on the arrays of that call) and turns this off for good."""
+        self.calls += 1
+        return self.lazy is not None and (not _grad_state.enabled or (self.backwards == 0 and self.calls > 2))
+
+    def attach(self, outs, saved, holders):
+        """Make ``outs`` (new tensors, not yet in any graph) the outputs of a CompiledBackward node whose
+        backward reads ``saved`` (the residuals, or a _Lazy)."""
         if not _grad_state.enabled:
             return
-        node = CompiledBackward.__new__(CompiledBackward)
-        dev = self.device
-        node.xp = dev.backend.xp
-        node.device = dev
-        node._saved = None
+        node = _new(CompiledBackward)
+        node.xp = self.device.backend.xp
+        node.device = self.device
+        node._saved = saved
         node.needs_input_grad = (True,) * len(self.leaves)
-        node._next = tuple(holders[i] for i in self.leaves)
+        node._next = tuple([holders[i] for i in self.leaves])
         node._hooks = None
         node._freed = False
         node._seq = _next_seq()
         node.aot = self
-        node._record_outputs(tuple(outs), ())
-        node._saved = residuals           # set after: _record_outputs would read it as saved tensors
+        node._n_out = len(outs)
+        if self.out_meta is not None:
+            node._out_meta = self.out_meta
+        nr = 0
+        for o in outs:                    # what Function._record_outputs does for new tensors
+            o.grad_fn = node
+            o.requires_grad = True
+            o._output_nr = nr
+            nr += 1
+
+    def rematerialize(self, lazy):
+        """The residuals of a node made by the ``lazy`` program: the full forward again on that call's
+        input arrays, refused (as eager mode refuses a saved tensor changed) when a holder was written in
+        place since."""
+        now = self.versions(lazy.holders)
+        if now != lazy.versions:
+            i = next(k for k, (a, b) in enumerate(zip(now, lazy.versions)) if a != b)
+            t = lazy.holders[i]
+            raise RuntimeError(
+                f"CompiledBackward: one of the tensors the compiled function read (shape {tuple(t.shape)}) was "
+                f"modified by an in-place operation after the call (its version is {now[i]}, expected "
+                f"{lazy.versions[i]}); use an out-of-place op instead (e.g. x = x + y rather than x += y)")
+        fin = self.full.run(lazy.arrays)
+        return tuple(fin[len(fin) - self.n_res:]) if self.n_res else ()
 
 
 def build(tr, split, seed_vids, grads, make_program):
@@ -188,12 +237,15 @@ def _view_roots(steps):
 
 from ..autograd.function import _next_seq  # noqa: E402
 
+_new = object.__new__
+
 
 class CompiledBackward(Function):
     """The graph node of a compiled function's outputs: its backward runs the recorded backward program on
     the outputs' gradients and the residuals the forward program handed out (kept in ``_saved`` until a
     backward without retain_graph frees them)."""
 
+    __slots__ = ("aot",)
     batch_rule = _batching.loop           # never applied (made by the replay), so never batched by vmap
 
     @staticmethod
@@ -218,6 +270,10 @@ class CompiledBackward(Function):
             elif aot.copy_seeds or not a.flags.c_contiguous:
                 a = a.copy() if aot.copy_seeds else ctx.device.backend.xp.ascontiguousarray(a)
             arrays.append(a)
-        fin = aot.backward.run(tuple(arrays) + ctx._saved)
+        saved = ctx._saved
+        if saved.__class__ is _Lazy:
+            saved = aot.rematerialize(saved)
+        aot.backwards += 1
+        fin = aot.backward.run(tuple(arrays) + saved)
         dev = ctx.device
         return tuple(None if j is None else Tensor._make(fin[j], dev) for j in aot.grads)

@@ -9,11 +9,14 @@ actions. A failed guard traces again; a function that cannot be traced, or whose
 runs eagerly for that signature with one warning.
 """
 import builtins
+import copy as _copy
 import functools
 import sys
 import warnings
 import weakref
 from collections import OrderedDict
+
+import numpy as _np
 
 from ..tensor import Tensor
 from .. import backends as _backends
@@ -154,7 +157,9 @@ class CompiledFunction:
         """Replay ``entry``; a failed guard traces again (or, past MAX_RETRACES, runs eagerly)."""
         rng = [(b, b.get_rng_state()) for b in entry.rng] if entry.rng else ()
         try:
-            out = self._replay(entry, holders)
+            aot = entry.aot
+            out = self._replay_lazy(entry, holders) if aot is not None and aot.use_lazy() else \
+                self._replay(entry, holders)
             self.stats["replays"] += 1
             return out
         except GuardFailed as e:
@@ -333,6 +338,7 @@ class CompiledFunction:
                            [(tr.values[v].shape, tr.values[v].dtype) for v in back[2]], copy_seeds, o0.device,
                            [f for _, f in graph.values()])
             finals.extend(res)
+            aot_res = res
         fuser = get_fuser(_first_backend(tr)) if self.fuse else None
         if fuser is not None and overlap and written & {v for v, _, _ in inputs}:
             fuser = None            # inputs that overlap and are written: fusing may move a read past a write
@@ -343,9 +349,18 @@ class CompiledFunction:
             rebound = {a[1] for a in actions if a[0] == "data"}
             fuser.state_inputs = {pos for pos, (_, i, kind) in enumerate(inputs)
                                   if i >= n_args and kind == "data" and i not in rebound}
+        # for calls whose outputs are only read: the forward again without residuals (aot.Aot.use_lazy),
+        # from copies of the steps (building a program rewrites them)
+        lazy = [_copy.copy(s) for s in fwd] if aot is not None and not actions and \
+            not hasattr(fuser, "finish") and _repeatable(fwd, inputs) else None
         program = build_program(fwd, [v for v, _, _ in inputs], finals, tr.values, tr.backend_of, fuser)
         if hasattr(fuser, "finish"):             # the CUDA fuser: kernel counts, graph capture
             program = fuser.finish(program, self.stats)
+        if lazy is not None:
+            aot.full = program
+            aot.lazy = build_program(lazy, [v for v, _, _ in inputs], finals[:len(finals) - len(aot_res)],
+                                     tr.values, tr.backend_of, get_fuser(_first_backend(tr)) if self.fuse else None)
+            aot.versions = _versions_reader(len(holders))
         return _Entry(program, [(i, kind) for _, i, kind in inputs], actions, outputs, _rng_backends(fwd), aot)
 
     def _program(self, tr, steps, inputs, finals, state_inputs):
@@ -429,6 +444,17 @@ class CompiledFunction:
         dev = aot.device
         graph = [Tensor._make(finals[j], dev) for j in aot.outs]
         aot.attach(graph, finals[len(finals) - aot.n_res:] if aot.n_res else (), holders)
+        return _rebuild(entry.outputs, holders, finals, graph)
+
+    def _replay_lazy(self, entry, holders):
+        """A replay whose outputs are only read (aot.Aot.use_lazy): the forward without residuals; the
+        node keeps the input arrays and the holders' versions to recompute them if a backward comes."""
+        arrays = entry.gather(holders)
+        aot = entry.aot
+        finals = aot.lazy.run(arrays)
+        dev = aot.device
+        graph = [Tensor._make(finals[j], dev) for j in aot.outs]
+        aot.attach(graph, _aot._Lazy(arrays, aot.versions(holders), holders), holders)
         return _rebuild(entry.outputs, holders, finals, graph)
 
 
@@ -543,6 +569,34 @@ def _rng_backends(steps):
                 hasattr(owner, "get_rng_state") and owner not in out:
             out.append(owner)
     return tuple(out)
+
+
+def _repeatable(steps, inputs):
+    """Whether running ``steps`` (a forward that writes nothing back: no actions) a second time on the same
+    input arrays gives the same values and changes nothing: no guard, no random draw, no host value (an
+    optimizer's step count), no write into an input or a view of one."""
+    ins = {v for v, _, _ in inputs}
+    root = _aot._view_roots(steps)
+    for s in steps:
+        if s.kind == "guard" or s.shape_guard is not None or s.label == "host_values":
+            return False
+        fn = s.fn
+        if getattr(fn, "__name__", "") in _RANDOM or "rng" in s.kwargs or \
+                isinstance(getattr(fn, "__self__", None), (_np.random.Generator, _np.random.BitGenerator)):
+            return False
+        for v in s.mutates:
+            if root.get(v, v) in ins:
+                return False
+    return True
+
+
+def _versions_reader(n):
+    """A generated ``versions(H)``: the version number of each of the n holders (0 before any write)."""
+    src = "def versions(H):\n    return (" + "".join(
+        f"H[{i}]._version[0] if H[{i}]._version is not None else 0, " for i in range(n)) + ")\n"
+    glob = {}
+    exec(builtins.compile(src, "<ag.compile versions>", "exec"), glob)
+    return glob["versions"]
 
 
 def _where(fn):
