@@ -141,6 +141,20 @@ def test_vmap_equals_the_loop_without_the_per_example_fallback():
     np.testing.assert_allclose(v.numpy(), np.stack([fn(x[i]).numpy() for i in range(3)]), rtol=1e-12, atol=1e-12)
 
 
+def test_per_example_gradients_by_vmap_of_grad_equal_the_loop():
+    """vmap of the backward (the depth taps' gather and the 2-D convolution batched by folding)."""
+    x = ag.tensor(RNG.standard_normal((3, 2, 3, 2, 3)))
+    w = ag.tensor(RNG.standard_normal((2, 2, 2, 2, 2)))
+
+    def loss(a):
+        return (F.conv_transpose3d(a, w, stride=2, padding=1, output_padding=1) ** 2).sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = ag.func.vmap(ag.func.grad(loss))(x)
+    np.testing.assert_allclose(g.numpy(), np.stack([ag.func.grad(loss)(x[i]).numpy() for i in range(3)]),
+                               rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("shape", [(4, 4, 4), (1, 1, 1, 4, 4, 4)])
 def test_an_input_of_the_wrong_rank_raises_runtime_error_as_torch(shape):
     with pytest.raises(RuntimeError):

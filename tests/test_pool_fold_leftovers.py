@@ -118,7 +118,8 @@ def test_unbatched_input_matches_torch(name, device):
 @pytest.mark.parametrize("name, shape", [(n, s) for n in sorted(UNBATCHED) for s in UNBATCHED[n][2]])
 def test_an_input_of_the_wrong_rank_raises_runtime_error(name, shape):
     """PyTorch's checks raise RuntimeError (a too-short input sometimes fails its dim wrap first, an
-    IndexError, or a Python-level check, a ValueError); here always RuntimeError, naming the op and the ranks it takes."""
+    IndexError, or a Python-level check, a ValueError); here always RuntimeError, naming the op and the
+    ranks it takes."""
     call = UNBATCHED[name][0]
     # (torch's adaptive pools check a tuple output_size against the rank in Python first: a ValueError)
     with pytest.raises((RuntimeError, IndexError, ValueError)):
@@ -129,8 +130,8 @@ def test_an_input_of_the_wrong_rank_raises_runtime_error(name, shape):
 
 @pytest.mark.parametrize("make, tmake, shape", [
     (lambda: nn.MaxPool2d(2), lambda: torch.nn.MaxPool2d(2), (2, 4, 6)),
-    (lambda: nn.AvgPool2d(3, 2, 1, count_include_pad=False), lambda: torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False),
-     (2, 5, 5)),
+    (lambda: nn.AvgPool2d(3, 2, 1, count_include_pad=False),
+     lambda: torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False), (2, 5, 5)),
     (lambda: nn.AvgPool1d(2), lambda: torch.nn.AvgPool1d(2), (3, 6)),
     (lambda: nn.AdaptiveAvgPool2d((2, 2)), lambda: torch.nn.AdaptiveAvgPool2d((2, 2)), (2, 5, 3)),
     (lambda: nn.Fold((3, 3), 2), lambda: torch.nn.Fold((3, 3), 2), (8, 4)),

@@ -12,7 +12,9 @@ then each depth tap's slab added at its (strided, dilated) depth offset.
 """
 import builtins
 
+from ...autograd.function import Function
 from ...tensor import Tensor
+from .. import batching
 from .. import conv as _conv
 from ..shape import Pad, stack
 from ..indexing import index_select
@@ -266,21 +268,53 @@ def _refs_conv_t3d(np, x, w, b=None, stride=1, padding=0, output_padding=0, grou
     return y if b is None else y + b.reshape(1, -1, 1, 1, 1)
 
 
-def _depth_taps_added(y, s, p, d, od):
-    """y (N, C, kd, D, OH, OW), the contribution of depth tap a of input depth i at [:, :, a, i]: each tap's
-    slab added at output depth i * s + a * d - p, cropped to [0, od). A loop over the kd taps only."""
-    n, c, kd, depth = y.shape[:4]
-    hw = y.shape[4:]
-    if s > 1:       # input depth i at i * s: s - 1 zero planes after each (one pad of a new axis)
-        y = Pad.apply(y.unsqueeze(4), ((0, 0),) * 4 + ((0, s - 1), (0, 0), (0, 0)), 0.0)
-        y = y.reshape((n, c, kd, depth * s) + hw)
-    length = y.shape[3]
-    total = builtins.max(d * (kd - 1) + length, p + od)
-    out = None
-    for a in range(kd):
-        slab = Pad.apply(y[:, :, a], ((0, 0), (0, 0), (a * d, total - a * d - length), (0, 0), (0, 0)), 0.0)
-        out = slab if out is None else out + slab
-    return out[:, :, p:p + od]
+def _depth_total(kd, depth, s, p, d, od):
+    """Length of the uncropped output depth: the last tap's reach, or p + od where output_padding adds
+    zero planes past it."""
+    return builtins.max(d * (kd - 1) + s * (depth - 1) + 1, p + od)
+
+
+class DepthTapsAdd(Function):
+    """y (N, C, kd, D, OH, OW) -> (N, C, od, OH, OW): depth tap a of input depth i added at output depth
+    i * s + a * d - p (the planes outside [0, od) dropped). One strided add per tap (a loop over the kd
+    taps, never the batch); linear in y, its backward is DepthTapsGather."""
+    batch_rule = batching.fold_batch
+
+    @staticmethod
+    def forward(ctx, y, s, p, d, od):
+        xp, a = ctx.xp, y.data
+        n, c, kd, depth = a.shape[:4]
+        ctx.geom = (s, p, d, kd, depth, od)
+        out = xp.zeros((n, c, _depth_total(kd, depth, s, p, d, od)) + a.shape[4:], dtype=a.dtype)
+        for t in range(kd):
+            out[:, :, t * d:t * d + s * (depth - 1) + 1:s] += a[:, :, t]
+        return ctx.wrap(xp.ascontiguousarray(out[:, :, p:p + od]))
+
+    @staticmethod
+    def backward(ctx, grad):
+        return DepthTapsGather.apply(grad, *ctx.geom), None, None, None, None
+
+
+class DepthTapsGather(Function):
+    """g (N, C, od, OH, OW) -> (N, C, kd, D, OH, OW): each tap's view of the output depths, the adjoint of
+    DepthTapsAdd (zeros where a tap lands in the cropped padding)."""
+    batch_rule = batching.fold_batch
+
+    @staticmethod
+    def forward(ctx, g, s, p, d, kd, depth, od):
+        xp, a = ctx.xp, g.data
+        n, c = a.shape[:2]
+        ctx.geom = (s, p, d, od)
+        full = xp.zeros((n, c, _depth_total(kd, depth, s, p, d, od)) + a.shape[3:], dtype=a.dtype)
+        full[:, :, p:p + od] = a
+        out = xp.empty((n, c, kd, depth) + a.shape[3:], dtype=a.dtype)
+        for t in range(kd):
+            out[:, :, t] = full[:, :, t * d:t * d + s * (depth - 1) + 1:s]
+        return ctx.wrap(out)
+
+    @staticmethod
+    def backward(ctx, gg):
+        return (DepthTapsAdd.apply(gg, *ctx.geom),) + (None,) * 6
 
 
 @register(namespace="nn.functional", tests=(
@@ -316,7 +350,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     x2 = x.permute(0, 2, 1, 3, 4).reshape(n * depth, cin, h, wd)
     y = transposed(x2, w.reshape(cin_, cg * kd, kh, kw), out[1:], s[1:], p[1:], d[1:], groups)
     y = y.reshape((n, depth, cg * groups, kd) + out[1:]).permute(0, 2, 3, 1, 4, 5)
-    y = _depth_taps_added(y, s[0], p[0], d[0], out[0])
+    y = DepthTapsAdd.apply(y, s[0], p[0], d[0], out[0])
     if b is not None:
         y = y + b.reshape(1, -1, 1, 1, 1)
     return y[0] if unbatched else y
