@@ -8,7 +8,7 @@ from ...autograd.function import Function
 from ...dtypes import is_floating, bfloat16
 from ...tensor import Tensor
 from .._autocast import cast_float32
-from ..elementwise import (Softplus, mul, where, clamp, log, square, greater, equal, abs as _abs)
+from ..elementwise import (Softplus, mul, where, clamp, exp, log, square, greater, equal, abs as _abs)
 from ..indexing import Gather, ScatterAddInto, _along
 from ..reduction import sum as _sum
 from ..shape import reshape
@@ -17,7 +17,7 @@ from .. import batching
 from ..batching import _bsizes, _wrap
 from ..registry import register, OpTest
 from ._args import _HOST, _float_tensor, _reduction, _reduce, _same_dtype, _index_tensor, _check_range
-from .activation import LogSoftmax, LogSoftmaxBackward, Softmax, SoftmaxBackward, log_softmax, softmax
+from .activation import LogSoftmax, LogSoftmaxBackward, log_softmax, softmax
 
 _W4 = [0.5, 1.0, 2.0, 1.5]            # class weights of the op table's entries (C = 4)
 
@@ -219,9 +219,9 @@ class CrossEntropy(Function):
 
 class CrossEntropyBackward(Function):
     """CrossEntropy's gradient as one op: the backend's fused kernel (backend.cross_entropy_backward), equal to
-    gx = h - softmax(x) * sum(h) with h NllLoss's gradient of grad. Differentiable again: its own backward
-    recomputes softmax(x) from the saved input (recorded ops: d/dh = gg - sum(gg * p), d/dp = -gg * sum(h)
-    through the softmax's backward)."""
+    gx = LogSoftmaxBackward(h, log_softmax(x)) with h NllLoss's gradient of grad. Differentiable again: its own
+    backward recomputes log_softmax(x) from the saved input and is that of the two ops it fuses, bit for bit
+    (recorded ops: d/dh = gg - sum(gg * p), d/dlogp = -gg * p * sum(h) through log_softmax's backward)."""
     batch_rule = _fused_backward_rule
 
     @staticmethod
@@ -239,14 +239,14 @@ class CrossEntropyBackward(Function):
     def backward(ctx, gg):
         grad, x = ctx.saved_tensors
         need_g, need_x = ctx.needs_input_grad[:2]
-        p = Softmax.apply(x, 1)
+        logp = LogSoftmax.apply(x, 1)
+        p = exp(logp)
         d_grad = d_x = None
         if need_g:
-            d_h = gg - (gg * p).sum(1, keepdims=True)
-            d_grad = _nll_grad_grad(ctx, d_h, ctx.idx, ctx.scale, grad.shape)
+            d_grad = _nll_grad_grad(ctx, gg - (gg * p).sum(1, keepdims=True), ctx.idx, ctx.scale, grad.shape)
         if need_x:
             h = NllLossBackward.apply(grad, ctx.idx, ctx.scale, x.shape)
-            d_x = SoftmaxBackward.apply(-(gg * h.sum(1, keepdims=True)), p, 1)
+            d_x = LogSoftmaxBackward.apply(-(gg * p * h.sum(1, keepdims=True)), logp, 1)
         return d_grad, d_x, None, None, None, None
 
 
