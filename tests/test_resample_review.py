@@ -31,9 +31,13 @@ def _special_grid(nd):
 @pytest.mark.parametrize("mode, pm, ac", list(itertools.product(("bilinear", "nearest", "bicubic"),
                                                                 ("zeros", "border", "reflection"), (False, True))))
 def test_grid_sample_nan_and_inf_points_4d_as_pytorch(mode, pm, ac, device):
+    """PyTorch's values, except one choice: with zero padding a NaN or infinite point is outside and reads 0
+    (PyTorch's 3-D kernel and its nearest mode; its 4-D bilinear / bicubic kernels give NaN)."""
     x = np.arange(1.0, 13.0).reshape(1, 1, 3, 4)
     g = _special_grid(2)
     ref = TF.grid_sample(torch.tensor(x), torch.tensor(g), mode=mode, padding_mode=pm, align_corners=ac).numpy()
+    if pm == "zeros":
+        ref = np.where(np.isfinite(g).all(-1)[None], ref, 0.0)
     got = F.grid_sample(ag.tensor(x, device=device), ag.tensor(g, device=device), mode=mode, padding_mode=pm,
                         align_corners=ac).numpy()
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)       # NaN where PyTorch gives NaN
@@ -42,21 +46,36 @@ def test_grid_sample_nan_and_inf_points_4d_as_pytorch(mode, pm, ac, device):
 @pytest.mark.parametrize("mode, pm", list(itertools.product(("bilinear", "nearest"), ("zeros", "border",
                                                                              "reflection"))))
 def test_grid_sample_nan_and_inf_points_5d(mode, pm, device):
-    """5-D: the finite points as PyTorch, and no NumPy IndexError for the others. For a NaN or infinite
-    coordinate PyTorch 2.13's CPU 3-D kernel differs from its own 4-D one (zeros: 0 instead of NaN; border and
-    reflection: NaN clipped to the last pixel, not the first); we give the 4-D kernel's rule in both: zeros NaN,
-    border / reflection values read inside the input."""
+    """5-D: PyTorch's values for finite points and, with zero padding, for all (0 outside); for a NaN or
+    infinite coordinate with border / reflection PyTorch 2.13's CPU 3-D kernel clips NaN to the last pixel
+    where its 4-D one clips it to the first: we follow the 4-D kernel, values read inside the input."""
     x = np.arange(1.0, 25.0).reshape(1, 1, 2, 3, 4)
     g = _special_grid(3)
     got = F.grid_sample(ag.tensor(x, device=device), ag.tensor(g, device=device), mode=mode, padding_mode=pm,
                         align_corners=False).numpy()
     ref = TF.grid_sample(torch.tensor(x), torch.tensor(g), mode=mode, padding_mode=pm, align_corners=False).numpy()
-    odd = ~(np.abs(g) < 1e6).all(-1)[None]          # NaN, inf, and 1e30 (its reflection is round-off)
+    odd = ~(np.abs(g) < 1e6).all(-1)[None] if pm != "zeros" else np.zeros(got.shape, bool)   # 1e30: round-off
     np.testing.assert_allclose(got[~odd], ref[~odd], rtol=1e-12, atol=1e-12)
-    if pm == "zeros":
-        assert np.all(np.isnan(got[odd]) | (got[odd] == 0))     # NaN or inf: NaN; 1e30: outside
-    else:
-        assert np.all((got[odd] >= x.min()) & (got[odd] <= x.max()))      # finite, read inside
+    assert np.all((got[odd] >= x.min()) & (got[odd] <= x.max()))
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("shape, gshape", [((1, 2, 3, 4), (1, 2, 3, 2)), ((1, 2, 2, 3, 4), (1, 2, 1, 3, 3))])
+def test_grid_sample_nan_point_leaves_the_input_gradient_clean(mode, shape, gshape, device):
+    """Zero padding: a NaN point reads nothing, so it adds nothing to the input's gradient (as PyTorch); the
+    gathered index of a NaN point is a valid placeholder whose weight must be exactly 0, not NaN * 0."""
+    if mode == "bicubic" and len(shape) == 5:
+        pytest.skip("bicubic is 4-D only")
+    x = np.random.default_rng(0).standard_normal(shape)
+    g = np.random.default_rng(1).uniform(-0.9, 0.9, gshape)
+    g.reshape(-1, g.shape[-1])[1, 0] = np.nan
+    xt, gt = torch.tensor(x, requires_grad=True), torch.tensor(g, requires_grad=True)
+    TF.grid_sample(xt, gt, mode=mode, align_corners=False).sum().backward()
+    xa, ga = ag.tensor(x, device=device, requires_grad=True), ag.tensor(g, device=device, requires_grad=True)
+    F.grid_sample(xa, ga, mode=mode, align_corners=False).sum().backward()
+    np.testing.assert_allclose(xa.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+    finite = np.isfinite(g).all(-1)
+    np.testing.assert_allclose(ga.grad.numpy()[finite], gt.grad.numpy()[finite], rtol=1e-10, atol=1e-12)
 
 
 # --------------------------------------------------------------------------- the CuPy path of the new modes

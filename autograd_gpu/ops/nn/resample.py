@@ -762,6 +762,12 @@ def _source_coords(g, n, padding_mode, align_corners):
     return _pad_coords(_unnormalize(g, n, align_corners), n, padding_mode, align_corners)
 
 
+def _masked(w, inside):
+    """The weights w of the reads, exactly 0 outside (where, not a product: a NaN or infinite point's weight is
+    NaN, and NaN * 0 would reach the output and, through the placeholder read, the input's gradient)."""
+    return where(inside > 0, w, 0.0)
+
+
 _GS_SAMPLES: OpTestOptions = {"domain": (-0.9, 0.9), "tol": _F32}       # points inside, off the kinks
 
 
@@ -866,7 +872,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             py = _pad_coords(y0 + (j - 1), sizes[1], padding_mode, ac)
             for i in range(4):
                 v, m = corner((_pad_coords(x0 + (i - 1), sizes[0], padding_mode, ac), py))
-                term = v * (wx[i] * wy[j] * m)
+                term = v * _masked(wx[i] * wy[j], m)
                 out = term if out is None else out + term
         return out
     coords = [_source_coords(g[..., k], sizes[k], padding_mode, ac) for k in range(nd)]
@@ -883,7 +889,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             f = t if o else 1 - t
             wgt = f if wgt is None else wgt * f
         v, m = corner([lo + o for lo, o in zip(lows, offs)])
-        term = v * (wgt * m)
+        term = v * _masked(wgt, m)
         out = term if out is None else out + term
     return out
 
