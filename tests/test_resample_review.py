@@ -213,3 +213,20 @@ def test_nearest_by_an_integer_factor_repeats_without_a_scatter(mode, standin):
         with standin.count_launches() as launches:
             F.interpolate(x, mode=mode, **kw).sum().backward()
         assert "scatter" not in launches.by_kind and "gather" not in launches.by_kind, (kw, launches.by_kind)
+
+
+@pytest.mark.parametrize("size", [None, (1, 1, 2.0, 2), (True, 1, 2, 2), 4, "1122"])
+def test_affine_grid_size_not_ints_raises_naming_it(size):
+    """A TypeError naming size and what it got (it was NumPy's, from linspace, or Python's len() of None)."""
+    with pytest.raises(TypeError, match=r"affine_grid: expected size as a tuple of 4 or 5 ints"):
+        F.affine_grid(ag.zeros((1, 2, 3)), size)
+    with pytest.raises((TypeError, ValueError)):
+        TF.affine_grid(torch.zeros(1, 2, 3), size, align_corners=False)
+
+
+def test_affine_grid_takes_numpy_ints_and_torch_size():
+    theta = np.random.default_rng(0).standard_normal((1, 2, 3))
+    ref = TF.affine_grid(torch.tensor(theta), (1, 1, 3, 4), align_corners=False).numpy()
+    for size in [(np.int64(1), 1, np.int32(3), 4), torch.Size((1, 1, 3, 4)), [1, 1, 3, 4]]:
+        np.testing.assert_allclose(F.affine_grid(ag.tensor(theta), size, align_corners=False).numpy(), ref,
+                                   rtol=1e-12, atol=1e-12)

@@ -693,7 +693,10 @@ def affine_grid(theta, size, align_corners=None):
     ``size`` and theta (N, 3, 4) (align_corners=False: the corner pixels' centres at +-(1 - 1/n))."""
     op = "affine_grid"
     t = _float_tensor(theta, op, "theta")
-    size = tuple(size)
+    if not isinstance(size, (tuple, list)) or any(isinstance(s, bool) or not isinstance(s, Integral) for s in size):
+        raise TypeError(f"{op}: expected size as a tuple of 4 or 5 ints ((N, C, H, W) or (N, C, D, H, W)), got "
+                        f"{size!r}")
+    size = tuple(int(s) for s in size)
     if len(size) not in (4, 5):
         raise NotImplementedError(f"{op}: expected a 4-D size (N, C, H, W) for 2-D or a 5-D size (N, C, D, H, W) "
                                   f"for 3-D affine transforms, got size {size}")
