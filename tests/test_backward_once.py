@@ -171,6 +171,9 @@ def test_vmap_of_a_batched_gradient(device):
              (lambda x: F.cross_entropy(x, t, reduction="none"),
               lambda x: -(F.log_softmax(x, 1) * ag.tensor((np.arange(4) == t.numpy()[:, None]).astype(np.float64),
                                                           device=device)).sum(1)),
+             (lambda x: F.rms_norm(x, (4,), eps=1e-5), lambda x: _composed_rms_norm(x, 1.0, (1,))),
+             (lambda x: F.scaled_dot_product_attention(x, x, x),
+              lambda x: ag.matmul(F.softmax(ag.matmul(x, x.mT) * 0.5, -1), x)),
              (lambda x: x * x, lambda x: x ** 2),
              (lambda x: x.sum(1), lambda x: ag.matmul(x, ag.ones(4, 1, device=device, dtype="float64")).reshape(3))]
     for fused, composed in cases:
