@@ -143,11 +143,7 @@ def test_every_name_is_in_its_docs_section(kind):
 
 # -- signatures: PyTorch's parameters, PyTorch's defaults (where torch's signature can be read) -------------
 # parameters of torch that are deliberately not taken here, with the reason
-SKIPPED_PARAMETERS = {
-    # implementation switches of torch's optimizers (multi-tensor kernels, CUDA-graph capture, differentiating
-    # through the step): one implementation here
-    "foreach", "capturable", "differentiable", "fused",
-}
+SKIPPED_PARAMETERS: set[str] = set()     # every parameter of torch's is checked
 SKIPPED = {
     ("nn", "Hardtanh", "min_value"), ("nn", "Hardtanh", "max_value"),      # torch's deprecated aliases
 }

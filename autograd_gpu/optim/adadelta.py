@@ -7,10 +7,18 @@ __all__ = ["Adadelta"]
 
 class Adadelta(Optimizer):
     """s = rho s + (1 - rho) g^2;  d = sqrt(u + eps) / sqrt(s + eps) * g;  u = rho u + (1 - rho) d^2;
-    p -= lr d  (g += wd * p first)."""
+    p -= lr d  (g += wd * p first).
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, maximize=False):
-        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
+    PyTorch's switches ``foreach``, ``capturable``, ``differentiable`` are taken in PyTorch's positions and kept
+    in each group: ``foreach``/``fused`` choose nothing (the update is already one fused call per device and
+    dtype), ``capturable`` is accepted (the step count lives on the host; ag.compile replays it),
+    ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, foreach=None, *, capturable=False,
+                 maximize=False, differentiable=False):
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, foreach=foreach,
+                                      capturable=capturable, maximize=maximize, differentiable=differentiable))
 
     _dynamic_state = ("step",)       # counted by host_values, so not part of ag.compile's signature
     _dynamic_options = ("lr",)       # read through host_values too

@@ -7,12 +7,18 @@ __all__ = ["Adagrad"]
 
 
 class Adagrad(Optimizer):
-    """clr = lr / (1 + (t - 1) lr_decay);  s += g^2;  p -= clr g / (sqrt(s) + eps)."""
+    """clr = lr / (1 + (t - 1) lr_decay);  s += g^2;  p -= clr g / (sqrt(s) + eps).
+
+    PyTorch's switches ``foreach``, ``differentiable``, ``fused`` are taken in PyTorch's positions and kept in
+    each group: ``foreach``/``fused`` choose nothing (the update is already one fused call per device and
+    dtype), ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
 
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0, eps=1e-10,
-                 maximize=False):
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay, eps=eps,
-                                      initial_accumulator_value=initial_accumulator_value, maximize=maximize))
+                                      initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable, fused=fused))
 
     def _init_state(self, p, group):
         xp = p.device.backend.xp

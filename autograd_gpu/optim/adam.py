@@ -11,12 +11,20 @@ __all__ = ["Adam", "AdamW"]
 class Adam(Optimizer):
     """m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2  (v_max = max(v_max, v) with amsgrad);
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). Weight decay adds wd * p to g, or
-    with ``decoupled_weight_decay`` (AdamW) first scales p by 1 - lr * wd."""
+    with ``decoupled_weight_decay`` (AdamW) first scales p by 1 - lr * wd.
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False,
-                 maximize=False, decoupled_weight_decay=False):
+    PyTorch's switches ``foreach``, ``capturable``, ``differentiable``, ``fused`` are taken in PyTorch's
+    positions and kept in each group: ``foreach``/``fused`` choose nothing (the update is already one fused call
+    per device and dtype), ``capturable`` is accepted (the step count lives on the host; ag.compile replays it),
+    ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize,
+                                      amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable, fused=fused,
                                       decoupled_weight_decay=decoupled_weight_decay))
 
     _ranges = (("lr", "learning rate"), ("eps", "epsilon value"), ("weight_decay", "weight_decay value"))
@@ -99,8 +107,16 @@ def _count_step(state, group):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay (p *= 1 - lr * wd before the Adam step); weight_decay 1e-2."""
+    """Adam with decoupled weight decay (p *= 1 - lr * wd before the Adam step); weight_decay 1e-2.
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
-                 maximize=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, decoupled_weight_decay=True)
+    PyTorch's switches ``foreach``, ``capturable``, ``differentiable``, ``fused`` are taken in PyTorch's
+    positions and kept in each group: ``foreach``/``fused`` choose nothing (the update is already one fused call
+    per device and dtype), ``capturable`` is accepted (the step count lives on the host; ag.compile replays it),
+    ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

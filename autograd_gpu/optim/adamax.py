@@ -6,11 +6,19 @@ __all__ = ["Adamax"]
 
 
 class Adamax(Optimizer):
-    """m = b1 m + (1 - b1) g;  u = max(b2 u, |g| + eps);  p -= lr / (1 - b1^t) * m / u  (g += wd * p first)."""
+    """m = b1 m + (1 - b1) g;  u = max(b2 u, |g| + eps);  p -= lr / (1 - b1^t) * m / u  (g += wd * p first).
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, maximize=False):
+    PyTorch's switches ``foreach``, ``differentiable``, ``capturable`` are taken in PyTorch's positions and kept
+    in each group: ``foreach``/``fused`` choose nothing (the update is already one fused call per device and
+    dtype), ``capturable`` is accepted (the step count lives on the host; ag.compile replays it),
+    ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, foreach=None, *,
+                 maximize=False, differentiable=False, capturable=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      foreach=foreach, maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
 
     _dynamic_state = ("step",)
     _dynamic_options = ("lr",)

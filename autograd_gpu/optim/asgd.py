@@ -7,11 +7,19 @@ __all__ = ["ASGD"]
 
 class ASGD(Optimizer):
     """p *= 1 - lambd eta;  p -= eta g;  ax += mu (p - ax);  then eta = lr / (1 + lambd lr t)^alpha and
-    mu = 1 / max(1, t - t0)  (g += wd * p first). ``state["ax"]`` is the averaged parameter."""
+    mu = 1 / max(1, t - t0)  (g += wd * p first). ``state["ax"]`` is the averaged parameter.
 
-    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0, maximize=False):
+    PyTorch's switches ``foreach``, ``differentiable``, ``capturable`` are taken in PyTorch's positions and kept
+    in each group: ``foreach``/``fused`` choose nothing (the update is already one fused call per device and
+    dtype), ``capturable`` is accepted (the step count lives on the host; ag.compile replays it),
+    ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0, foreach=None,
+                 maximize=False, differentiable=False, capturable=False):
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      foreach=foreach, maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
 
     _dynamic_state = ("step", "eta", "mu")
     _ranges = (("lr", "learning rate"), ("weight_decay", "weight_decay value"))

@@ -10,13 +10,21 @@ __all__ = ["NAdam"]
 class NAdam(Optimizer):
     """mu_t = b1 (1 - 0.96^(t psi) / 2) (psi = momentum_decay);  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
     d = sqrt(v / (1 - b2^t)) + eps;  p -= lr (1 - mu_t) / (1 - prod mu) g / d + lr mu_{t+1} / (1 - prod mu
-    * mu_{t+1}) m / d. Weight decay adds wd * p to g, or with ``decoupled_weight_decay`` scales p by 1 - lr wd."""
+    * mu_{t+1}) m / d. Weight decay adds wd * p to g, or with ``decoupled_weight_decay`` scales p by 1 - lr wd.
+
+    PyTorch's switches ``foreach``, ``capturable``, ``differentiable`` are taken in PyTorch's positions and kept
+    in each group: ``foreach``/``fused`` choose nothing (the update is already one fused call per device and
+    dtype), ``capturable`` is accepted (the step count lives on the host; ag.compile replays it),
+    ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=4e-3,
-                 decoupled_weight_decay=False, *, maximize=False):
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize))
+                                      foreach=foreach, maximize=maximize, capturable=capturable,
+                                      differentiable=differentiable))
 
     _dynamic_state = ("step", "mu_product")
     _dynamic_options = ("lr",)

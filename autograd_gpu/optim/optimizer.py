@@ -163,6 +163,7 @@ class Optimizer:
         update."""
         for option, name, *bounds in self._ranges:
             check_range(group[option], name, *bounds)
+        check_implementation_flags(type(self).__name__, group, self.defaults)
 
     def _update_group(self, group):
         raise NotImplementedError(f"{type(self).__name__} does not define _update_group(group)")
@@ -300,6 +301,40 @@ class Optimizer:
                     lines.append(f"    {k}: {g[k]}")
         lines.append(")")
         return "\n".join(lines)
+
+
+def check_implementation_flags(name, group, defaults):
+    """Check the implementation switches of ``group`` that the optimizer ``name`` takes (those in ``defaults``).
+
+    ``foreach`` and ``fused`` (None or a bool) choose nothing here: every update is already one fused
+    multi-tensor call per device and dtype. They are checked as PyTorch checks them: ``fused=True`` with
+    ``foreach=True`` or ``differentiable=True`` raises RuntimeError, and so does ``fused=True`` with a
+    parameter that is not real floating point. ``capturable`` (a bool) is accepted on every device (the step
+    count lives on the host; ag.compile replays it). ``differentiable=True`` raises NotImplementedError: the
+    updates are applied to the parameters' arrays outside the autograd graph."""
+    for flag in ("foreach", "fused"):
+        if flag in defaults and group[flag] is not None and not isinstance(group[flag], bool):
+            raise TypeError(f"{name}: {flag} must be None or a bool, got {group[flag]!r}")
+    for flag in ("capturable", "differentiable"):
+        if flag in defaults and not isinstance(group[flag], bool):
+            raise TypeError(f"{name}: {flag} must be a bool, got {group[flag]!r}")
+    differentiable = "differentiable" in defaults and group["differentiable"]
+    if "fused" in defaults and group["fused"]:
+        if differentiable:
+            raise RuntimeError("`fused` does not support `differentiable`")
+        if "foreach" in defaults and group["foreach"]:
+            raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+        for p in group["params"]:
+            if not is_floating(p.dtype):
+                raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of "
+                                   f"supported devices: ['cpu', 'cuda'] but {p.dtype} and {p.device.type}")
+    if differentiable:
+        raise NotImplementedError(
+            f"{name}(differentiable=True): recording the optimizer's update in the autograd graph is not "
+            "supported; the update is applied in place to the parameters' arrays outside the graph. To "
+            "differentiate through an update (meta-learning, hyper-gradients), write it with Tensor ops, e.g. "
+            "g, = ag.autograd.grad(loss, w, create_graph=True); w2 = w - lr * g (or ag.func.grad), and keep "
+            "differentiable=False here")
 
 
 def check_range(value, name, low=0.0, high=None, strict_high=True):

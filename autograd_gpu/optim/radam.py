@@ -12,12 +12,20 @@ class RAdam(Optimizer):
     """m, v as Adam;  rho_t = rho_inf - 2 t b2^t / (1 - b2^t) (rho_inf = 2 / (1 - b2) - 1);  while rho_t > 5,
     p -= lr r_t sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps) with the rectification r_t, else
     p -= lr m / (1 - b1^t). Weight decay adds wd * p to g, or with ``decoupled_weight_decay`` scales p
-    by 1 - lr wd."""
+    by 1 - lr wd.
+
+    PyTorch's switches ``foreach``, ``capturable``, ``differentiable`` are taken in PyTorch's positions and kept
+    in each group: ``foreach``/``fused`` choose nothing (the update is already one fused call per device and
+    dtype), ``capturable`` is accepted (the step count lives on the host; ag.compile replays it),
+    ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                 decoupled_weight_decay=False, *, maximize=False):
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      decoupled_weight_decay=decoupled_weight_decay, maximize=maximize))
+                                      decoupled_weight_decay=decoupled_weight_decay, foreach=foreach,
+                                      maximize=maximize, capturable=capturable, differentiable=differentiable))
 
     _dynamic_state = ("step",)
     _dynamic_options = ("lr",)

@@ -8,12 +8,19 @@ __all__ = ["RMSprop"]
 
 class RMSprop(Optimizer):
     """s = alpha s + (1 - alpha) g^2;  avg = sqrt(s - gbar^2) (centered, gbar = running mean of g) or
-    sqrt(s), plus eps;  b = momentum b + g / avg, p -= lr b (momentum > 0), else p -= lr g / avg."""
+    sqrt(s), plus eps;  b = momentum b + g / avg, p -= lr b (momentum > 0), else p -= lr g / avg.
+
+    PyTorch's switches ``capturable``, ``foreach``, ``differentiable`` are taken in PyTorch's positions and kept
+    in each group: ``foreach``/``fused`` choose nothing (the update is already one fused call per device and
+    dtype), ``capturable`` is accepted (the step count lives on the host; ag.compile replays it),
+    ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False,
-                 maximize=False):
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=maximize))
+                                      centered=centered, capturable=capturable, foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable))
 
     _dynamic_state = ("step",)       # counted by host_values, so not part of ag.compile's signature
     _ranges = (("lr", "learning rate"), ("eps", "epsilon value"), ("momentum", "momentum value"),

@@ -8,10 +8,18 @@ __all__ = ["Rprop"]
 class Rprop(Optimizer):
     """Per element: where g and the previous g agree in sign the step size grows by etas[1], where they
     differ it shrinks by etas[0] (and that gradient counts as 0), clipped to step_sizes;
-    p -= sign(g) * step size. ``lr`` is the initial step size."""
+    p -= sign(g) * step size. ``lr`` is the initial step size.
 
-    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, maximize=False):
-        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize))
+    PyTorch's switches ``capturable``, ``foreach``, ``differentiable`` are taken in PyTorch's positions and kept
+    in each group: ``foreach``/``fused`` choose nothing (the update is already one fused call per device and
+    dtype), ``capturable`` is accepted (the step count lives on the host; ag.compile replays it),
+    ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
+
+    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable=False, foreach=None,
+                 maximize=False, differentiable=False):
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), capturable=capturable,
+                                      foreach=foreach, maximize=maximize, differentiable=differentiable))
 
     _dynamic_state = ("step",)
     _ranges = (("lr", "learning rate"),)

@@ -8,12 +8,18 @@ __all__ = ["SGD"]
 
 class SGD(Optimizer):
     """d = g + wd * p;  b = d (first step) or momentum * b + (1 - dampening) * d;
-    d = d + momentum * b (nesterov) or b;  p -= lr * d."""
+    d = d + momentum * b (nesterov) or b;  p -= lr * d.
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
-                 maximize=False):
+    PyTorch's switches ``foreach``, ``fused``, ``differentiable`` are taken in PyTorch's positions and kept in
+    each group: ``foreach``/``fused`` choose nothing (the update is already one fused call per device and
+    dtype), ``differentiable=True`` raises NotImplementedError (check_implementation_flags).
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
+                 maximize=False, foreach=None, differentiable=False, fused=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize))
+                                      nesterov=nesterov, maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
 
     _dynamic_options = ("lr",)     # read through host_values: not part of ag.compile's signature
     _ranges = (("lr", "learning rate"), ("momentum", "momentum value"), ("dampening", "dampening value"),
