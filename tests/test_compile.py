@@ -106,6 +106,39 @@ def test_compiled_training_step_equals_eager_for_20_steps(opt_cls, kw, device):
     assert o2.state[next(iter(m2.parameters()))].get("step", 20) == 20
 
 
+_ALL_OPTIMIZERS = [(optim.SGD, dict(lr=0.1, momentum=0.9)), (optim.Adam, dict(lr=0.1)), (optim.AdamW, dict(lr=0.1)),
+                   (optim.RMSprop, dict(lr=0.01)), (optim.Adagrad, dict(lr=0.1)), (optim.Adamax, dict(lr=0.1)),
+                   (optim.NAdam, dict(lr=0.1)), (optim.RAdam, dict(lr=0.1)), (optim.Adadelta, dict()),
+                   (optim.ASGD, dict(lr=0.05, t0=2)), (optim.Rprop, dict(lr=0.01))]
+
+
+@pytest.mark.parametrize("opt_cls,kw", _ALL_OPTIMIZERS, ids=lambda v: getattr(v, "__name__", ""))
+def test_a_compiled_step_updating_a_0d_parameter_equals_eager(opt_cls, kw, device):
+    """A 0-d parameter (a learned scale): the step-by-step update's in-place ops on 0-d arrays become
+    a + b in the compiled program, which NumPy answers with a scalar; the program keeps them arrays (a replay
+    failed with 'return arrays must be of ArrayType' before)."""
+    def make():
+        w = ag.tensor(1.5, device=device, requires_grad=True)
+        v = ag.tensor([1.0, 2.0], device=device, requires_grad=True)
+        return w, v, opt_cls([w, v], **kw)
+
+    def step(w, v, opt, x):
+        opt.zero_grad()
+        loss = ((w * x + v) ** 2).sum()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    (w1, v1, o1), (w2, v2, o2) = make(), make()
+    cstep = ag.compile(lambda x: step(w2, v2, o2, x))
+    for i in range(6):
+        x = ag.tensor([1.0, -0.5 * i], device=device)
+        close(cstep(x), step(w1, v1, o1, x), rtol=1e-5, atol=1e-6)
+    close(w2, w1, rtol=1e-5, atol=1e-6)
+    close(v2, v1, rtol=1e-5, atol=1e-6)
+    assert cstep.stats["replays"] >= 3
+
+
 def test_compiled_step_with_sgd_written_out_equals_eager_for_20_steps(device):
     # the update a user writes without an optimizer: under no_grad, tensor * number and the in-place
     # sub_/mul_ take eager shortcuts that build no Function; the trace must still record them

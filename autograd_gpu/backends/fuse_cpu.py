@@ -491,6 +491,7 @@ def _ssa(steps, values, inputs, group):
                 and values[a.vid].dtype in _FLOATS:
             n = Step("call", op, s.args, {}, s.label)
             n.outs, n.fresh = nxt, True
+            n.scalar = values[a.vid].ndim == 0      # a 0-d a + b is a NumPy scalar: wrapped back into an array
             values[nxt] = values[a.vid]
             old = [k for k, v in rename.items() if v == a.vid]
             for k in old:
