@@ -157,16 +157,17 @@ def test_state_writing_forward_keeps_its_residuals():
     assert _aot(cm._compiled).lazy is None
 
 
-def test_no_grad_calls_of_a_graph_signature_need_no_residuals():
+def test_grad_mode_keys_its_own_signature():
+    """A no_grad call never reaches a compiled backward: it is traced on its own, without residuals."""
     model = _model()
     cm = ag.compile(model)
     x = ag.randn(3, 6)
     cm(x).sum().backward()
-    aot = _aot(cm._compiled)
-    assert aot.lazy is not None and aot.backwards == 1
-    assert not aot.use_lazy()
     with ag.no_grad():
-        assert aot.use_lazy()                           # no node is made: nothing to keep residuals for
+        out = cm(x)
+    assert not out.requires_grad and out.grad_fn is None
+    entries = list(cm._compiled._cache.values())
+    assert len(entries) == 2 and sum(e.aot is not None for e in entries) == 1
 
 
 def test_a_read_allocates_what_a_no_grad_call_allocates():

@@ -133,12 +133,13 @@ class Aot:
         self.versions = None              # holders -> their version numbers (generated with ``lazy``)
 
     def use_lazy(self):
-        """Whether this replay may run the forward without residuals: no node is made (grad mode off), or
-        the two replays before made nodes whose backward never ran (``loss.item()``, inference without
-        no_grad) and none ever did. The first backward through such a node recomputes the residuals
-        (the forward program on the arrays of that call) and turns this off for good."""
+        """Whether this replay may run the forward without residuals: the two replays before made nodes
+        whose backward never ran (``loss.item()``, inference without no_grad) and none ever did. The
+        first backward through such a node recomputes the residuals (the forward program on the arrays
+        of that call) and turns this off for good. (A no_grad call has a signature of its own, traced
+        without a compiled backward.)"""
         self.calls += 1
-        return self.lazy is not None and (not _grad_state.enabled or (self.backwards == 0 and self.calls > 2))
+        return self.lazy is not None and self.backwards == 0 and self.calls > 2
 
     def attach(self, outs, saved, holders):
         """Make ``outs`` (new tensors, not yet in any graph) the outputs of a CompiledBackward node whose
@@ -272,7 +273,7 @@ class CompiledBackward(Function):
             arrays.append(a)
         saved = ctx._saved
         if saved.__class__ is _Lazy:
-            saved = aot.rematerialize(saved)
+            saved = ctx._saved = aot.rematerialize(saved)     # kept for a retained graph's next backward
         aot.backwards += 1
         fin = aot.backward.run(tuple(arrays) + saved)
         dev = ctx.device
