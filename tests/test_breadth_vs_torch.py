@@ -331,21 +331,6 @@ def _closures(m, opt, tm, topt):
     return closure, tclosure
 
 
-def _to_ag_state(sd):
-    """PyTorch's optimizer state_dict with its tensors as ag tensors (0-d step counters stay tensors, as torch's)."""
-    def conv(v):
-        if isinstance(v, torch.Tensor):
-            return ag.tensor(v.detach().numpy().copy())
-        if isinstance(v, (list, tuple)):
-            return type(v)(conv(u) for u in v)
-        if isinstance(v, dict):
-            return {k: conv(u) for k, u in v.items()}
-        return v
-    torch_only = {"foreach", "capturable", "differentiable", "fused"}     # torch's implementation switches
-    return {"state": conv(sd["state"]),
-            "param_groups": [{k: v for k, v in g.items() if k not in torch_only} for g in sd["param_groups"]]}
-
-
 OPTIMIZERS = [
     ("SGD", dict(lr=0.1)),
     ("SGD", dict(lr=0.05, momentum=0.9, dampening=0.2, weight_decay=0.05)),
@@ -390,7 +375,7 @@ def test_optimizer_each_of_20_steps_matches_torch_and_resumes_from_a_state_dict(
     tol = dict(rtol=1e-7, atol=1e-8) if name in LOOSE else dict(rtol=1e-10, atol=1e-12)
     for step in range(20):
         if step == 10:          # resume: a fresh optimizer from this one's (or torch's) state dict
-            sd = copy.deepcopy(opt[0].state_dict()) if resume == "own" else _to_ag_state(topt.state_dict())
+            sd = copy.deepcopy(opt[0].state_dict()) if resume == "own" else copy.deepcopy(topt.state_dict())   # torch tensors, loaded as they are
             opt[0] = getattr(optim, name)(m.parameters(), **kw)
             opt[0].load_state_dict(sd)
         closure()
@@ -414,7 +399,7 @@ def test_lbfgs_each_step_matches_torch_and_resumes_from_a_state_dict(kw, resume)
     closure, tclosure = _closures(m, opt, tm, topt)
     for step in range(4):
         if step == 2:
-            sd = copy.deepcopy(opt[0].state_dict()) if resume == "own" else _to_ag_state(topt.state_dict())
+            sd = copy.deepcopy(opt[0].state_dict()) if resume == "own" else copy.deepcopy(topt.state_dict())   # torch tensors, loaded as they are
             opt[0] = optim.LBFGS(m.parameters(), **kw)
             opt[0].load_state_dict(sd)
         loss, tloss = opt[0].step(closure), topt.step(tclosure)

@@ -1,5 +1,5 @@
 """L-BFGS with an optional strong-Wolfe line search (PyTorch's algorithm, step for step)."""
-from .optimizer import Optimizer, real_view, _copy_state_value
+from .optimizer import Optimizer, real_view, _copy_state_value, as_state_tensor
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..tensor import Tensor
 from .._trace_hooks import active
@@ -235,10 +235,11 @@ _SCALAR_STATE = ("t", "H_diag", "prev_loss", "ro", "al", "func_evals", "n_iter")
 def _number(v):
     """A scalar of the L-BFGS state as a Python number (a one-element tensor, as PyTorch saves t, ro, al and
     H_diag, becomes a float; None and ints stay)."""
-    if isinstance(v, Tensor):
-        if v.data.size != 1:
-            raise ValueError(f"LBFGS.load_state_dict: expected a number, got a tensor of shape {tuple(v.shape)}")
-        return float(v.item())
+    t = as_state_tensor(v)               # a Tensor, or an array of another library (PyTorch's own state dict)
+    if t is not None:
+        if t.data.size != 1:
+            raise ValueError(f"LBFGS.load_state_dict: expected a number, got a tensor of shape {tuple(t.shape)}")
+        return float(t.item())
     return v
 
 

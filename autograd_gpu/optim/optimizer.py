@@ -49,14 +49,22 @@ def apply_weight_decay(a, g, wd, decoupled, decay):
     return g + wd * a
 
 
+def as_state_tensor(value):
+    """A state-dict entry that is an array of any library (a Tensor, a NumPy or CuPy array, a PyTorch tensor
+    straight from ``torch.optim``'s state_dict) as a Tensor; None for anything else (numbers, lists, None)."""
+    if isinstance(value, Tensor):
+        return value.detach()
+    if any(hasattr(value, a) for a in ("__array_interface__", "__cuda_array_interface__", "__dlpack__")):
+        return Tensor(value)
+    return None
+
+
 def _copy_state_value(value, param):
     """A state entry from a state dict, copied onto ``param``'s device (floats cast to its dtype)."""
-    if isinstance(value, Tensor):
-        value = value.detach()
-    elif hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__"):
-        value = Tensor(value)
-    else:
+    t = as_state_tensor(value)
+    if t is None:
         return value
+    value = t
     dtype = param.dtype if is_floating(value.dtype) else None
     out = value.to(device=param.device, dtype=dtype)
     return out._copy() if out.data is value.data or out is value else out
@@ -66,7 +74,8 @@ def _state_value(name, value, param, index):
     """A loaded state entry, checked against its parameter: "step" a non-negative int, tensors of the
     parameter's shape (every per-parameter buffer here is), so a mismatch fails now, not at step()."""
     if name == "step":
-        v = value.item() if isinstance(value, Tensor) else value
+        t = as_state_tensor(value)            # PyTorch keeps it as a 0-d float tensor
+        v = t.item() if t is not None and t.data.size == 1 else value
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
             raise ValueError(f"load_state_dict: state 'step' of parameter {index} must be a non-negative "
                              f"integer, got {value!r}")
@@ -287,9 +296,10 @@ class Optimizer:
         """One loaded state entry, checked (an optimizer whose state is not per-element overrides it). A
         scalar kept on the host (NAdam's mu_product, ASGD's eta and mu: ``_dynamic_state``) given as a
         one-element tensor (PyTorch keeps them so) becomes a Python float."""
-        if name != "step" and name in getattr(self, "_dynamic_state", ()) and isinstance(value, Tensor) \
-                and value.data.size == 1:
-            return float(value.item())
+        if name != "step" and name in getattr(self, "_dynamic_state", ()):
+            t = as_state_tensor(value)
+            if t is not None and t.data.size == 1:
+                return float(t.item())
         return _state_value(name, value, param, index)
 
     def __repr__(self):
