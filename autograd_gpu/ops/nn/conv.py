@@ -6,6 +6,7 @@ import builtins
 import functools
 
 from ...tensor import Tensor
+from ..._trace_hooks import active as _tracing
 from ...dtypes import float32
 from .._autocast import cast_low
 from .. import conv as _conv
@@ -266,8 +267,11 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
         if len(set(rows)) == 1 and len(set(cols)) == 1:
             scale = 1.0 / (rows[0] * cols[0])
         else:
-            scale = Tensor._make(_inverse_divisors(x.device, x.dtype, (h, kh, sh, ph, oh), (w, kw, sw, pw, ow),
-                                                   count_include_pad), x.device)
+            # kept per geometry eagerly; while ag.compile traces, built afresh so the trace records it (a kept
+            # array belongs to the eager backend, not to the arrays the trace runs on)
+            build = _inverse_divisors if _tracing() is None else _inverse_divisors.__wrapped__
+            scale = Tensor._make(build(x.device, x.dtype, (h, kh, sh, ph, oh), (w, kw, sw, pw, ow),
+                                       count_include_pad), x.device)
     y = _conv.avg_pool2d(x, kh, kw, geom, oh, ow, scale)
     return y.reshape(y.shape[1:]) if unbatched else y
 
