@@ -1,4 +1,5 @@
 """CPU backend: xp = numpy; host copies are no-ops."""
+import sys
 from contextlib import nullcontext
 
 import numpy as np
@@ -57,6 +58,65 @@ def float_matmul(a, b, out=None):
     return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
 
 
+
+_ROUNDS_MIN = 4096          # below this many values np.add.at is as fast
+_ROUNDS_MAX = 32            # more repeats of one index than this: np.add.at
+
+
+def _scatter_add_rounds(out, index, values):
+    """out[index] += values for index = (slice(None), ..., idx) or idx with idx a 1-d integer array, as
+    rounds of plain fancy ``+=``: round r adds each target's r-th occurrence (in index order, as np.add.at
+    does, so the sums are bit for bit np.add.at's). Returns False (nothing done) where it does not apply;
+    an out-of-range index is left to np.add.at's IndexError."""
+    if isinstance(index, tuple):
+        arrays = [k for k, sl in enumerate(index) if not (isinstance(sl, slice) and sl == slice(None))]
+        if len(arrays) == 2 and arrays[1] == len(index) - 1 and index[-1] is Ellipsis:
+            arrays = arrays[:1]                     # (:, ..., idx, ...): the trailing Ellipsis is full slices
+        if len(arrays) != 1:
+            return False
+        lead, idx = index[:arrays[0]], index[arrays[0]]
+    else:
+        lead, idx = (), index
+    if not isinstance(idx, np.ndarray) or idx.ndim != 1 or idx.dtype.kind not in "iu":
+        return False
+    ax = len(lead)
+    if ax >= out.ndim:
+        return False
+    values = np.asarray(values)
+    shape = out.shape[:ax] + idx.shape + out.shape[ax + 1:]
+    size = 1
+    for s in shape:
+        size *= s
+    if size < _ROUNDS_MIN or not np.can_cast(values.dtype, out.dtype, "same_kind"):
+        return False
+    n = out.shape[ax]
+    lo, hi = (int(idx.min()), int(idx.max())) if idx.size else (0, 0)
+    if lo < -n or hi >= n:
+        return False
+    if lo < 0:
+        idx = np.where(idx < 0, idx + n, idx)
+    try:
+        values = np.broadcast_to(values, shape)
+    except ValueError:
+        return False
+    order = np.argsort(idx, kind="stable")
+    srt = idx[order]
+    first = np.ones(srt.size, dtype=bool)
+    first[1:] = srt[1:] != srt[:-1]
+    starts = np.flatnonzero(first)
+    rank = np.arange(srt.size) - np.repeat(starts, np.diff(np.append(starts, srt.size)))
+    rounds = int(rank.max()) + 1
+    if rounds > _ROUNDS_MAX:
+        return False
+    pre = (slice(None),) * ax
+    if rounds == 1:
+        out[pre + (idx,)] += values
+        return True
+    for r in range(rounds):
+        pos = order[rank == r]
+        out[pre + (idx[pos],)] += values[pre + (pos,)]
+    return True
+
 class NumpyBackend(*NUMPY_MIXINS, Backend):
     xp = np
     name = "numpy"
@@ -75,6 +135,14 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
 
     def to_host(self, a):
         return a
+
+    def sole_view(self, a):
+        """Backend.sole_view: ``a`` spans all of its base, is writeable and dense, and nothing but ``a`` holds
+        the base (its references: a.base, the local ``b`` and getrefcount's argument). A view of a kept buffer
+        (a compiled program's, the cached backward seed) or of anything else alive is not one."""
+        b = a.base
+        return (b.__class__ is np.ndarray and a.nbytes == b.nbytes and a.flags.writeable
+                and (a.flags.c_contiguous or a.flags.f_contiguous) and sys.getrefcount(b) == 3)
 
     # the host reads its own memory: no sync, so nothing for the sync debug mode (a CUDA-only mode, as PyTorch's)
     def read_back(self, a, what):
@@ -106,8 +174,12 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
 
     # -- kernels where the namespaces differ ---------------------------------------------------
     def scatter_add(self, out, index, values):
-        """out[index] += values, with repeated indices accumulating (unbuffered)."""
-        np.add.at(out, index, values)
+        """out[index] += values, with repeated indices accumulating (unbuffered). An index of one 1-d integer
+        array along one dim (after full slices) scatters in rounds of duplicate-free fancy ``+=`` (the
+        gathers' backward: 4-6x np.add.at's speed, the same sums in the same order); anything else, or a
+        small scatter, takes np.add.at."""
+        if not _scatter_add_rounds(out, index, values):
+            np.add.at(out, index, values)
 
     def scatter_combine(self, out, pos, values, reduce):
         """Backend.scatter_combine as NumPy's unbuffered ufunc.at (every ufunc and dtype; about 100x the
