@@ -186,3 +186,19 @@ def test_interpolate_zero_channels_raises_as_pytorch(mode, aa, device):
 def test_interpolate_area_zero_channels_is_fine_as_pytorch(device):
     got = F.interpolate(ag.zeros((1, 0, 4, 4), device=device), size=3, mode="area")
     assert got.shape == tuple(TF.interpolate(torch.zeros(1, 0, 4, 4), size=3, mode="area").shape)
+
+
+def test_compiled_interpolate_keeps_a_later_nan_local(device):
+    """ag.compile replays the resampling per call: a NaN in a later input (after finite ones, which the CPU
+    resamples by the dense product) stays local."""
+    f = ag.compile(lambda t: F.interpolate(t, scale_factor=2, mode="bilinear"))
+    x = np.random.default_rng(11).standard_normal((1, 2, 6, 6))
+    for _ in range(3):
+        np.testing.assert_allclose(f(ag.tensor(x, device=device)).numpy(),
+                                   TF.interpolate(torch.tensor(x), scale_factor=2, mode="bilinear").numpy(),
+                                   rtol=1e-12, atol=1e-12)
+    x[0, 1, 2, 3] = np.nan
+    got = f(ag.tensor(x, device=device)).numpy()
+    ref = TF.interpolate(torch.tensor(x), scale_factor=2, mode="bilinear").numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)

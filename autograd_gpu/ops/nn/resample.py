@@ -2,14 +2,15 @@
 (nearest, nearest-exact, linear, bilinear, bicubic, trilinear, area, lanczos; antialias), pixel_shuffle / pixel_unshuffle, unfold / fold, grid_sample
 and affine_grid.
 
-Each is composed from recorded ops whose Functions hold the math and the vmap rules (index_select, matmul,
+Each is composed from recorded ops whose Functions hold the math and the vmap rules (index_select, Resample,
 gather, the convolution primitives), so gradients of any order and vmap come with them:
 
 - the non-constant pads are one index_select per padded dim (reflected, clamped or wrapped indices);
-- interpolate's linear, cubic, area and antialias modes are separable: one (out, in) resampling matrix per
-  spatial dim (interpolation taps, adaptive-average windows or the normalised antialias filter), applied by a
-  matrix product along that dim (its gradient is the transposed product); the nearest modes are one
-  index_select per dim;
+- interpolate's linear, cubic, area and antialias modes are separable: per spatial dim its taps (an (out, k)
+  index and weight table: interpolation taps, adaptive-average windows or the normalised antialias filter),
+  applied by Resample (a gather and weighted sum; on the CPU, for a finite operand of a small dim, the equal
+  dense matrix product) whose gradient is ResampleAdjoint, the transposed taps: a NaN or inf stays in the
+  outputs whose taps read it, as PyTorch's; the nearest modes are one index_select per dim;
 - unfold is a grouped convolution with one-hot kernels (one output channel per channel and kernel tap, in
   PyTorch's (C, kh, kw) order) and fold, its adjoint, the transposed convolution with the same kernels;
 - grid_sample (4-D and 5-D) gathers the corner values of each sample point from the flattened input (one
