@@ -77,6 +77,31 @@ def test_grad_of_leaf_does_not_alias_other_gradients(device):
     assert b.grad.tolist() == [1.0, 1.0] and g.tolist() == [1.0, 1.0]
 
 
+def test_a_view_that_alone_reaches_its_memory_becomes_grad_without_a_copy_and_shared_views_are_copied(device):
+    """conv's weight gradient is a reshape of a fresh product: on the CPU it becomes .grad as it is (no copy a
+    step). A gradient that is a view of memory something else holds (the user's reshaped tensor, a reshape
+    of another leaf's gradient) is still copied, so .grad never aliases other memory."""
+    w = ag.randn(4, 2, 3, 3, device=device, requires_grad=True)
+    ag.nn.functional.conv2d(ag.randn(2, 2, 5, 5, device=device), w).sum().backward()
+    if ag.device(device).type == "cpu":
+        assert w.grad.data.base is not None               # kept as the view it came as
+    g0 = w.grad
+    ag.nn.functional.conv2d(ag.randn(2, 2, 5, 5, device=device), w).sum().backward()
+    assert w.grad is g0                                   # accumulated in place, as any .grad
+    a = ag.ones(2, 3, device=device, requires_grad=True)
+    b = ag.ones(6, device=device, requires_grad=True)
+    seed = ag.ones(6, device=device)
+    (a.reshape(6) + b).backward(seed)                     # a's gradient: a view of the seed, held by the caller
+    a.grad.data[0, 0] = 100.0
+    assert seed.tolist() == [1.0] * 6 and b.grad.tolist() == [1.0] * 6
+    x = ag.ones(2, 3, device=device, requires_grad=True)
+    y = ag.ones(2, 3, device=device, requires_grad=True)
+    s = (x * 2).reshape(6)
+    (s.reshape(2, 3) + y.reshape(6).reshape(2, 3) * 0 + s.reshape(2, 3)).sum().backward()
+    x.grad.data[0, 0] = 100.0
+    assert y.grad.tolist() == [[0.0] * 3] * 2 and x.grad.tolist()[1] == [4.0] * 3
+
+
 def test_deep_chain_of_a_million_ops_has_no_recursion_error():
     x = ag.tensor([0.5], requires_grad=True)
     y = x

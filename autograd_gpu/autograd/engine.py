@@ -94,8 +94,13 @@ def _check_root(t, g, where):
 def _owned(g, given):
     """g itself, or a copy when g may be shared with something else (given twice, the caller's own
     grad tensor, a view such as a broadcast, or backward()'s cached seed), so that .grad never aliases
-    other memory."""
-    if id(g) in given or g.data.base is not None or (_seed_ids and id(g.data) in _seed_ids):
+    other memory. A view that alone reaches its base (a reshape of a fresh result: conv's weight gradient,
+    a compiled backward's output) is kept as it is (backend.sole_view), except while ag.compile traces: who
+    holds an array then says nothing of the replays."""
+    d = g.data
+    if id(g) in given or (d.base is not None and (_trace_hooks.state.t is not None
+                                                  or not g.device.backend.sole_view(d))) or \
+            (_seed_ids and id(d) in _seed_ids):
         return g.clone() if g.requires_grad else g._copy()
     given.add(id(g))
     return g

@@ -67,6 +67,11 @@ class Backend:
         """Forget the device-side checks not yet read (the test suite does so between tests); the CPU
         checks at once, so has none."""
 
+    def sole_view(self, a):
+        """True when the view ``a`` is the only way to reach its base's memory (a reshape of a fresh result),
+        so it may become a leaf's .grad without a copy. False here: CuPy cannot tell who else holds a base."""
+        return False
+
     def check_range(self, a, low, high, exc_type, message):
         """``exc_type(message)`` unless every entry of the integer array ``a`` is in [low, high); "{value}"
         in the message becomes the offending entry (see assert_all for when it is raised)."""
