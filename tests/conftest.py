@@ -44,7 +44,7 @@ DEVICES = [pytest.param("cpu", id="cpu"), _cuda_param()]
 # command on GPU 0. What it can find that the GPU 0 run cannot is code whose behaviour depends on the
 # index: on a GPU other than 0 the backend has a `context` (backends/cupy_backend.py), so Function.apply
 # enters the device, the engine sums gradients and in-place updates go through `backend.call`, backward
-# never takes the `_direct` array shortcut, the elementwise fast path for Python numbers is skipped, the
+# never takes Function.of's array shortcut, the elementwise fast path for Python numbers is skipped, the
 # CUDA fuser launches its kernels and graphs inside the device, and anything naming "cuda" (= cuda:0)
 # instead of its input's device lands on the wrong GPU, which raises. So on that GPU run:
 # - every test taking the `device` fixture: its device is now cuda:1 (and cuda:1 is current), so every

@@ -95,12 +95,14 @@ class Function:
     def of(cls, ctx, grad, *extra):
         """The gradient that ``ctx``'s backward returns, written once as this Function (the backward's own
         op) of ``grad``, ``ctx``'s saved tensors and ``extra`` (its other arguments). When nothing records
-        (ctx._direct()), ``cls.arrays`` runs on the arrays (no node, no saved output rebuilt as a Tensor);
+        (no create_graph, no vmap batching rule could apply, no device context to enter), ``cls.arrays``
+        runs on the arrays (no node, no saved output rebuilt as a Tensor: the apply machinery dominates
+        the backward of small tensors);
         otherwise ``cls.apply``, recorded and differentiable again. One place picks for every op and device
         (issue 23: each backward written once). ``arrays`` may return a tuple of arrays (a backward with
         several gradients: Linear's gx, gw, gb), None where no gradient is wanted: the result is then the
         tuple of their Tensors, None kept."""
-        if not state.enabled and not _vmap and ctx.device.backend.context is None:     # ctx._direct(), inline
+        if not state.enabled and not _vmap and ctx.device.backend.context is None:     # nothing records
             saved = ctx._saved
             if saved is None:
                 r = cls.arrays(ctx, grad.data, *extra)
@@ -175,13 +177,6 @@ class Function:
                 t._view_gv = counter[1]
         return t
 
-    def _direct(self):
-        """True when a backward may compute its gradients on arrays (``self.wrap(g.data * y.data)``)
-        instead of through Function.apply: nothing is recorded (no create_graph), no vmap batching
-        rule could apply and the device needs no context switch. The result is the same; the saving
-        is the apply machinery, which dominates the backward of small tensors."""
-        return not state.enabled and not _vmap and self.device.backend.context is None
-
     def save_for_backward(self, *tensors):
         """Keep these tensors for ``backward``; an in-place change to one of them before backward is an error."""
         self._saved = tensors
@@ -211,7 +206,7 @@ class Function:
 
     def _saved_arrays(self):
         """The arrays of saved_tensors, checked the same way, for a backward that computes on arrays
-        (see _direct): a saved output (exp, tanh, relu save theirs) is not rebuilt as a Tensor."""
+        (Function.of's array case): a saved output (exp, tanh, relu save theirs) is not rebuilt as a Tensor."""
         saved = self._saved
         if saved is not None and not self._freed:
             versions = self._saved_versions
