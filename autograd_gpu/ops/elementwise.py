@@ -16,7 +16,7 @@ from ..autograd import engine as _engine
 from ..autograd.grad_mode import state
 from ..tensor import Tensor
 from ..dtypes import scalar_result_dtype, result_type, get_default_dtype, complex_dtype, complex64, complex128
-from ..dtypes import is_floating, is_inexact, bfloat16, float32
+from ..dtypes import is_inexact, bfloat16, float32
 from .shape import broadcast_shapes, broadcast_to, sum_to
 from ._util import as_tensor
 from ..backends import get_backend as _get_backend

@@ -17,7 +17,7 @@ from ..dtypes import get_default_dtype, bfloat16
 from ._util import as_tensor
 from . import batching
 from .registry import register, OpTest, OpTestOptions, UNARY, BINARY, NO_GRAD as _NO_GRAD
-from .elementwise import (exp, log, log1p, sqrt, rsqrt, sin, sinh, abs, where, maximum, isnan, isinf, isfinite,
+from .elementwise import (exp, log, log1p, rsqrt, sin, sinh, where, maximum, isnan, isinf, isfinite,
                           clamp, equal, logical_and, _number, _scalar_operand, _tensor_pair, _constant,
                           _unary_constant)
 
