@@ -179,6 +179,13 @@ def test_kl_div_and_atan2_gradients_at_zero_match_pytorch(device):
     _grads(ag.atan2, torch.atan2, [[0.0, 3.0, -0.0], [0.0, 4.0, 0.0]], device)
 
 
+def test_std_of_a_constant_slice_has_gradient_zero(device):
+    a = [[1.0, 1.0, 1.0], [2.0, 3.0, 5.0]]
+    _grads(lambda x: x.std(axis=1, ddof=1), lambda y: y.std(1), [a], device)
+    _grads(lambda x: ag.std(x, dim=1, correction=0), lambda y: torch.std(y, 1, correction=0), [a], device)
+    _grads(lambda x: x.std(), lambda y: y.std(correction=0), [[[2.0, 2.0], [2.0, 2.0]]], device)
+
+
 def test_std_mean_of_a_constant_slice_has_gradient_zero_and_aminmax_sends_nan_to_the_nans(device):
     a = [[1.0, 1.0, 1.0], [2.0, 3.0, 5.0]]
     _grads(lambda x: ag.std_mean(x, 1)[0], lambda y: torch.std_mean(y, 1)[0], [a], device)

@@ -153,9 +153,16 @@ def _ddof(ddof, correction, unbiased, op):
 @register(method=True, tests=OpTest(
     (((3, 4),),), op=lambda x: std(x, axis=1, keepdims=True), ref=lambda np, a: a.std(axis=1, keepdims=True)))
 def std(x, axis=None, keepdims=False, *, dim=None, keepdim=None, ddof=None, correction=None, unbiased=None):
-    """Standard deviation: sqrt(var(...)) with the same arguments."""
-    return sqrt(var(x, axis, keepdims, dim=dim, keepdim=keepdim, ddof=ddof, correction=correction,
-                    unbiased=unbiased, _op="std"))
+    """Standard deviation: sqrt(var(...)) with the same arguments (gradient 0 over a constant slice)."""
+    return sqrt_of_variance(var(x, axis, keepdims, dim=dim, keepdim=keepdim, ddof=ddof, correction=correction,
+                                unbiased=unbiased, _op="std"))
+
+
+def sqrt_of_variance(v):
+    """sqrt(v) for a variance ``v``: where v is 0 (a constant slice) the result 0 gets gradient 0, as PyTorch's
+    std and std_mean give (not sqrt's 1 / 0 times var's 0, a NaN)."""
+    zero = equal(v, 0)
+    return where(zero, 0.0, sqrt(where(zero, 1.0, v)))
 
 
 def _check_nonempty_dims(op, shape, axes):

@@ -18,7 +18,7 @@ from ..creation import arange, tensor
 from ._util import as_tensor, normalize_dims
 from .elementwise import (where, isnan, isfinite, abs, sqrt, clamp, equal, not_equal, logical_and, logical_or,
                           less_equal, logical_not)
-from .reduction import sum, mean, var, max as amax, min as amin, all as all_
+from .reduction import sum, mean, var, max as amax, min as amin, all as all_, sqrt_of_variance
 from .registry import register, OpTest
 from . import batching
 
@@ -65,8 +65,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(standard deviation, mean) over ``dim``; correction as ``var_mean``'s (default 1)."""
     _, v, m = _var("std_mean", input, dim, unbiased, keepdim, correction)
-    zero = equal(v, 0)          # a constant slice: std 0 with gradient 0, as PyTorch's (not 0 / 0)
-    return where(zero, 0.0, sqrt(where(zero, 1.0, v))), m
+    return sqrt_of_variance(v), m
 
 
 @register(method=True, tests=(
