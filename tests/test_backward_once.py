@@ -179,3 +179,123 @@ def test_vmap_of_a_batched_gradient(device):
     for fused, composed in cases:
         np.testing.assert_allclose(ag.func.jacrev(fused)(x).numpy(), ag.func.jacrev(composed)(x).numpy(),
                                    rtol=1e-10, atol=1e-12)
+
+
+# --- the recurrent layers: _Recurrence's backward is RecurrenceBackward through Function.of ---------------------
+def _recurrence(mode, reverse=False, use=("out", "h", "c")):
+    """fn(x, h0, [c0,] w_ih, w_hh, b_ih, b_hh) -> one tensor of the used results, through the fused node."""
+    from autograd_gpu.nn.layers.rnn import _Recurrence
+    lstm, gru = mode == "LSTM", mode == "GRU"
+
+    def fn(x, h0, *rest):
+        c0, (w_ih, w_hh, b_ih, b_hh) = (rest[0], rest[1:]) if lstm else (None, rest)
+        gx = ag.matmul(x, w_ih.mT) + (b_ih if gru else b_ih + b_hh)
+        res = _Recurrence.apply(mode, gx, h0, c0, w_hh, b_hh if gru else None, reverse)
+        got = {"out": res[0], "h": res[1], "c": res[2] if lstm else None}
+        return ag.cat([got[k].reshape(-1) for k in use if got[k] is not None])
+    return fn
+
+
+def _composed_recurrence(mode, reverse=False, use=("out", "h", "c")):
+    """The same in plain Tensor ops, one step at a time (PyTorch's equations)."""
+    lstm = mode == "LSTM"
+
+    def fn(x, h0, *rest):
+        c, (w_ih, w_hh, b_ih, b_hh) = (rest[0], rest[1:]) if lstm else (None, rest)
+        h, H, seq = h0, h0.shape[-1], [None] * x.shape[0]
+        for t in (range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])):
+            gi, gh = ag.matmul(x[t], w_ih.mT) + b_ih, ag.matmul(h, w_hh.mT) + b_hh
+            if lstm:
+                a = gi + gh
+                c = a[:, H:2 * H].sigmoid() * c + a[:, :H].sigmoid() * a[:, 2 * H:3 * H].tanh()
+                h = a[:, 3 * H:].sigmoid() * c.tanh()
+            elif mode == "GRU":
+                r, z = (gi[:, :H] + gh[:, :H]).sigmoid(), (gi[:, H:2 * H] + gh[:, H:2 * H]).sigmoid()
+                n = (gi[:, 2 * H:] + r * gh[:, 2 * H:]).tanh()
+                h = (1 - z) * n + z * h
+            else:
+                h = (gi + gh).tanh() if mode == "RNN_TANH" else (gi + gh).relu()
+            seq[t] = h
+        got = {"out": ag.stack(seq), "h": h, "c": c}
+        return ag.cat([got[k].reshape(-1) for k in use if got[k] is not None])
+    return fn
+
+
+def _recurrence_arrays(mode, T=3, B=2, F_in=3, H=2):
+    g = {"LSTM": 4, "GRU": 3}.get(mode, 1) * H
+    shapes = [(T, B, F_in), (B, H)] + ([(B, H)] if mode == "LSTM" else []) + [(g, F_in), (g, H), (g,), (g,)]
+    arrays = [0.5 * a for a in _arrays(*shapes)]
+    if mode == "RNN_RELU":
+        arrays[0] = np.abs(arrays[0]) + 0.1         # keep the pre-activations off relu's kink at 0
+    return arrays
+
+
+MODES = ["LSTM", "GRU", "RNN_TANH", "RNN_RELU"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("reverse, use", [(False, ("out", "h", "c")), (True, ("out",)), (False, ("h",)),
+                                          (True, ("h", "c"))])
+def test_recurrence(device, mode, reverse, use):
+    # the first derivative with nothing recorded (fused steps on arrays) equals the recorded one, and both and
+    # the second derivative equal the composed step ops'; ("h",): no output gradient (dout made zero)
+    _check(_recurrence(mode, reverse, use), _composed_recurrence(mode, reverse, use), _recurrence_arrays(mode),
+           device)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_recurrence_gradgradcheck_and_its_one_backward_node(device, mode):
+    arrays = _recurrence_arrays(mode, T=2, B=2, F_in=2, H=2)
+    ts = [ag.tensor(a, device=device, requires_grad=True) for a in arrays]
+    assert gradgradcheck(_recurrence(mode, reverse=True), ts)
+    assert gradgradcheck(_recurrence(mode, use=("h",)), ts)
+    # create_graph: w_hh's gradient is one RecurrenceBackward node's output; only w_hh needs one here, so
+    # the node's other gradients are None, and the second derivative still equals the composed ops'
+    ts = [ag.tensor(a, device=device, requires_grad=(i == len(arrays) - 3)) for i, a in enumerate(arrays)]
+    w_hh = ts[-3]
+    wants = []
+    for fn in (_recurrence(mode), _composed_recurrence(mode)):
+        y = fn(*ts)
+        gw, = ag.autograd.grad((y * y).sum(), (w_hh,), create_graph=True)
+        if fn.__qualname__.startswith("_recurrence"):
+            node = gw.grad_fn
+            assert type(node).__name__ == "RecurrenceBackward" and node._n_out == 5
+            assert [m is None for m in node._out_meta] == [True, True, True, False, True]
+        wants.append(ag.autograd.grad((gw * gw).sum(), (w_hh,))[0].numpy())
+    np.testing.assert_allclose(wants[0], wants[1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+def test_recurrence_third_derivative(device, mode):
+    # the second derivative is itself recorded (RecurrenceBackward's backward under create_graph): a third
+    # derivative equals the composed ops'
+    arrays = _recurrence_arrays(mode, T=2, B=1, F_in=2, H=2)
+
+    def third(fn):
+        ts = [ag.tensor(a, device=device, requires_grad=True) for a in arrays]
+        y = fn(*ts)
+        g1 = ag.autograd.grad((y * y * y).sum(), ts, create_graph=True)
+        s1 = g1[0] * g1[0] * g1[0]
+        total = s1.sum() + sum((g * g * g).sum() for g in g1[1:])
+        g2 = ag.autograd.grad(total, ts, create_graph=True)
+        total2 = (g2[0] * g2[0]).sum() + sum((g * g).sum() for g in g2[1:])
+        return [g.numpy() for g in ag.autograd.grad(total2, ts)]
+    for u, v in zip(third(_recurrence(mode)), third(_composed_recurrence(mode))):
+        np.testing.assert_allclose(u, v, rtol=1e-8, atol=1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_vmap_of_a_recurrence_gradient(device, mode):
+    # jacrev: one batched backward, RecurrenceBackward's rule (a loop over the vmapped cotangents)
+    arrays = _recurrence_arrays(mode, T=2, B=2, F_in=2, H=2)
+    ts = [ag.tensor(a, device=device) for a in arrays]
+
+    def of_x(fn):
+        return lambda x: fn(x, *ts[1:])
+    x = ag.tensor(arrays[0], device=device, requires_grad=True)
+    np.testing.assert_allclose(ag.func.jacrev(of_x(_recurrence(mode)))(x).numpy(),
+                               ag.func.jacrev(of_x(_composed_recurrence(mode)))(x).numpy(), rtol=1e-10, atol=1e-12)

@@ -6,10 +6,11 @@ then one node per layer and direction (_Recurrence) runs the time loop on the ba
 backend call per step (backends/kernels/rnn.py: the product for all gates and the cell, fused into one
 kernel on CUDA), and its backward runs backpropagation through time the same way, with the weight
 gradient as one matmul over all steps. A node per sequence instead of ~15 per step is what makes the
-Python loop cheap (the engine's per-op cost is several microseconds). The step maths is also written
-once as reference, against a small namespace (_Arrays or _Tensors): when backward must itself be
-differentiable (create_graph=True) it reruns that maths on Tensors, so second derivatives work; the
-tests hold the fused path to it and both to PyTorch."""
+Python loop cheap (the engine's per-op cost is several microseconds). The backward is one op,
+RecurrenceBackward, called through Function.of: with nothing recorded its array maths runs; under
+create_graph=True the same op is recorded, and its own backward differentiates the step maths written
+once as reference against a small namespace (_Arrays or _Tensors), rerun on Tensors, so second and
+higher derivatives work; the tests hold the fused path to it and both to PyTorch."""
 import math
 import sys
 import threading
@@ -23,7 +24,8 @@ from .. import functional as F
 from ... import creation
 from ...tensor import Tensor
 from ...autograd.function import Function
-from ...autograd.grad_mode import state
+from ...autograd.grad_mode import state, enable_grad
+from ...autograd.engine import grad as _engine_grad
 from ..._trace_hooks import active as tracing
 from ...ops.shape import cat, stack
 from ...ops import batching
@@ -200,7 +202,7 @@ def _gru_backward(L, mode, rec, steps, dout, dh, dc, w_hh):
 # makes no allocation of (B, 4H) floats (glibc serves those with mmap: page faults each time); on CUDA one
 # cuBLAS product and one fused cell kernel. The weight gradient is one product over all steps after the
 # loop, reading h_{t-1} from the outputs. _lstm_forward/_lstm_backward and the others above stay the
-# reference (and the Tensor path of create_graph=True).
+# reference (and, through _recorded_backward, RecurrenceBackward's own backward).
 class _Recycled:
     """Work arrays of the LSTM's fast path handed out again once nothing but this list refers to them (no
     tensor, view or saved context: CPython's reference count says so), on the CPU only. A fresh array's
@@ -349,50 +351,107 @@ class _Recurrence(Function):
                                                    None if b_hh is None else b_hh.data, steps)
         else:
             out, h, c, ctx.rec = _rnn_forward_fast(backend, mode, gx.data, h0.data, w_hh.data, steps)
+        ctx.out_meta = out.shape, out.dtype
         out = ctx.wrap(out)
         ctx.save_for_backward(gx, h0, c0, w_hh, b_hh, out)   # backward reads h_{t-1} from out: an in-place
         return (out, ctx.wrap(h)) + ((ctx.wrap(c),) if mode == "LSTM" else ())   # edit of it is refused
 
     @staticmethod
     def backward(ctx, dout, dh, dc=None):
-        gx, h0, c0, w_hh, b_hh = ctx.saved_tensors[:5]
-        mode, steps, need = ctx.mode, ctx.steps, ctx.needs_input_grad
-        if not state.enabled:     # no graph recorded: the array path, one backend call per step
-            backend = ctx.device.backend
-            dout, dh, dc = (None if g is None else g.data for g in (dout, dh, dc))
-            db = dc_0 = None
-            if mode == "LSTM":
-                dgx, dh, dc_0, dw = _lstm_backward_fast(backend, ctx.rec, steps, h0.data, c0.data, w_hh.data,
-                                                        dout, dh, dc, need[4])
-            elif mode == "GRU":
-                dgx, dh, dw, db = _gru_backward_fast(backend, ctx.rec, steps, h0.data, w_hh.data, dout, dh,
-                                                     need[4], b_hh is not None and need[5])
-            else:
-                dgx, dh, dw = _rnn_backward_fast(backend, mode, ctx.rec, steps, h0.data, w_hh.data, dout, dh,
-                                                 need[4])
-            return (None,) + tuple(ctx.wrap(g) if g is not None and n else None
-                                   for g, n in zip((dgx, dh, dc_0, dw, db), need[1:6])) + (None,)
-        # create_graph: redo the forward on Tensors so the gradient is differentiable
-        L = _Tensors
-        forward, back = _STEP[mode]
-        rec = forward(L, mode, gx, h0, c0, w_hh, b_hh, steps)[3]
-        dh = L.zeros_like(h0) if dh is None else dh
-        if c0 is not None and dc is None:
-            dc = L.zeros_like(c0)
-        dgx, dgh, dh, dc = back(L, mode, rec, steps, dout, dh, dc, w_hh)
-        dgx_all = L.stack(dgx)
-        dgh_all = dgx_all if dgh is dgx else L.stack(dgh)
-        dw = db = None
-        if need[4]:                             # sum over steps of dgates_t^T @ h_{t-1}: one matmul
-            hp = [None] * len(steps)
-            for k, t in enumerate(steps):
-                hp[t] = rec[k][-1]
-            hp = L.stack(hp)
-            dw = L.mm(dgh_all.reshape(-1, dgh_all.shape[-1]).T, hp.reshape(-1, hp.shape[-1]))
-        if b_hh is not None and need[5]:
-            db = dgh_all.reshape(-1, dgh_all.shape[-1]).sum(0)
-        grads = (dgx_all, dh, dc, dw, db)
-        return (None,) + tuple(g if n else None for g, n in zip(grads, need[1:6])) + (None,)
+        if dout is None:            # only h_n (and c_n) used: the outputs' gradient is zero (one fill)
+            dout = ctx.wrap(ctx.xp.zeros(*ctx.out_meta))
+        return (None,) + RecurrenceBackward.of(ctx, dout, dh, dc, ctx) + (None,)
+
+
+def _recorded_backward(mode, steps, need, dout, gx, h0, c0, w_hh, b_hh, dh, dc):
+    """_Recurrence's gradients (dgx, dh0, dc0, dw_hh, db_hh; None where ``need``, its node's
+    needs_input_grad, wants none) as recorded Tensor ops: the forward redone on Tensors, then
+    backpropagation through time on them (_STEP's reference maths against _Tensors)."""
+    L = _Tensors
+    forward, back = _STEP[mode]
+    rec = forward(L, mode, gx, h0, c0, w_hh, b_hh, steps)[3]
+    dh = L.zeros_like(h0) if dh is None else dh
+    if c0 is not None and dc is None:
+        dc = L.zeros_like(c0)
+    dgx, dgh, dh, dc = back(L, mode, rec, steps, dout, dh, dc, w_hh)
+    dgx_all = L.stack(dgx)
+    dgh_all = dgx_all if dgh is dgx else L.stack(dgh)
+    dw = db = None
+    if need[4]:                             # sum over steps of dgates_t^T @ h_{t-1}: one matmul
+        hp = [None] * len(steps)
+        for k, t in enumerate(steps):
+            hp[t] = rec[k][-1]
+        hp = L.stack(hp)
+        dw = L.mm(dgh_all.reshape(-1, dgh_all.shape[-1]).T, hp.reshape(-1, hp.shape[-1]))
+    if b_hh is not None and need[5]:
+        db = dgh_all.reshape(-1, dgh_all.shape[-1]).sum(0)
+    return tuple(g if n else None for g, n in zip((dgx_all, dh, dc, dw, db), need[1:6]))
+
+
+_SAVED_AT = (0, 1, 2, 3, 4, 5, 7, 8)     # RecurrenceBackward's arguments that its forward saves (not out, node)
+
+
+class RecurrenceBackward(Function):
+    """_Recurrence's gradients (dgx, dh0, dc0, dw_hh, db_hh; None where ``node``, the recurrence's node, needs
+    none) as one op, from the output's gradient ``dout`` (T, B, H), the node's saved tensors and the gradients
+    ``dh``, ``dc`` of h_n and c_n (Tensors or None). Its maths on arrays is backpropagation through time with
+    one backend call per step (_lstm_backward_fast and the others, from the forward's work arrays
+    ``node.rec``). Differentiable again: its own backward is the vector-Jacobian product of the same gradients
+    written as recorded Tensor ops (_recorded_backward), taken by the engine; ``out`` (read for h_{t-1}) gets
+    no gradient of its own, as the recorded maths recomputes it from gx, h0, c0 and w_hh."""
+    batch_rule = batching.loop
+    materialize_grads = False     # a gradient not wanted is None (and so is its gradient's gradient)
+
+    @staticmethod
+    def arrays(ctx, dout, gx, h0, c0, w_hh, b_hh, out, dh, dc, node):
+        backend, mode, steps, need = ctx.device.backend, node.mode, node.steps, node.needs_input_grad
+        dh, dc = None if dh is None else dh.data, None if dc is None else dc.data
+        db = dc_0 = None
+        if mode == "LSTM":
+            dgx, dh, dc_0, dw = _lstm_backward_fast(backend, node.rec, steps, h0, c0, w_hh, dout, dh, dc, need[4])
+        elif mode == "GRU":
+            dgx, dh, dw, db = _gru_backward_fast(backend, node.rec, steps, h0, w_hh, dout, dh, need[4],
+                                                 b_hh is not None and need[5])
+        else:
+            dgx, dh, dw = _rnn_backward_fast(backend, mode, node.rec, steps, h0, w_hh, dout, dh, need[4])
+        return tuple(g if n else None for g, n in zip((dgx, dh, dc_0, dw, db), need[1:6]))
+
+    @staticmethod
+    def forward(ctx, dout, gx, h0, c0, w_hh, b_hh, out, dh, dc, node):
+        ctx.mode, ctx.steps, ctx.need = node.mode, node.steps, node.needs_input_grad
+        ctx.save_for_backward(dout, gx, h0, c0, w_hh, b_hh, dh, dc)
+        data = [None if t is None else t.data for t in (dout, gx, h0, c0, w_hh, b_hh, out)]
+        return _wrap_grads(ctx, RecurrenceBackward.arrays(ctx, *data, dh, dc, node))
+
+    @staticmethod
+    def backward(ctx, *ggs):
+        needs, recording = ctx.needs_input_grad, state.enabled
+        args, wanted, at = [], [], []
+        for i, t in zip(_SAVED_AT, ctx.saved_tensors):
+            if t is not None and needs[i]:
+                # create_graph: a recorded copy of the input, where the engine stops (not the input itself,
+                # whose own history may lead to the others: that would add their paths to these partials)
+                t = t.clone() if recording else t.detach().requires_grad_(True)
+                wanted.append(t)
+                at.append(i)
+            elif t is not None and not recording:
+                t = t.detach()
+            args.append(t)
+        outs, grads = [], []
+        with enable_grad():
+            for g, gg in zip(_recorded_backward(ctx.mode, ctx.steps, ctx.need, *args), ggs):
+                if g is not None and gg is not None and g.requires_grad:
+                    outs.append(g)
+                    grads.append(gg)
+        result = [None] * 10
+        if outs and wanted:
+            for i, g in zip(at, _engine_grad(outs, wanted, grads, create_graph=recording, allow_unused=True)):
+                result[i] = g
+        return tuple(result)
+
+
+def _wrap_grads(ctx, arrays):
+    return tuple(None if a is None else ctx.wrap(a) for a in arrays)
 
 
 # --------------------------------------------------------------------------- checks
