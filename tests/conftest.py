@@ -138,6 +138,19 @@ def device(request):
     return request.param
 
 
+@pytest.fixture
+def standin():
+    """The CuPy stand-in module (autograd_gpu.testing.cupy_standin), for tests that read its transfer and
+    launch logs; skips without CUDA or on a real GPU (whose counts come from elsewhere)."""
+    if not ag.cuda.is_available():
+        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs these on the CuPy stand-in)")
+    from autograd_gpu.backends import cupy_backend
+    if not cupy_backend.simulated():
+        pytest.skip("counts transfers and launches: the CuPy stand-in's logs (AG_CUDA=standin)")
+    from autograd_gpu.testing import cupy_standin
+    return cupy_standin
+
+
 @pytest.fixture(autouse=True)
 def _restore_global_state():
     yield

@@ -15,16 +15,6 @@ pytestmark = pytest.mark.gpu
 RNG = np.random.default_rng(26)
 
 
-@pytest.fixture
-def standin():
-    if not ag.cuda.is_available():
-        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs these on the CuPy stand-in)")
-    from autograd_gpu.backends import cupy_backend
-    if not cupy_backend.simulated():
-        pytest.skip("counts transfers and launches: the CuPy stand-in's logs (AG_CUDA=standin)")
-    from autograd_gpu.testing import cupy_standin
-    return cupy_standin
-
 
 def _x(*shape, grad=True):
     return ag.tensor(RNG.standard_normal(shape), device="cuda", requires_grad=grad)

@@ -178,16 +178,6 @@ def test_bad_arguments_say_what_was_expected(call, match):
 
 
 # --------------------------------------------------------------------------- the CUDA path (stand-in)
-@pytest.fixture
-def standin():
-    if not ag.cuda.is_available():
-        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs these on the CuPy stand-in)")
-    from autograd_gpu.backends import cupy_backend
-    if not cupy_backend.simulated():
-        pytest.skip("counts transfers and launches: the CuPy stand-in's logs (AG_CUDA=standin)")
-    from autograd_gpu.testing import cupy_standin
-    return cupy_standin
-
 
 def _inputs(n):
     return (ag.tensor(RNG.standard_normal((n, 4, 3, 2, 3)), device="cuda", requires_grad=True),

@@ -40,16 +40,6 @@ def test_avg_pool_divisors_match_torch(name, device):
     np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
-@pytest.fixture
-def standin():
-    if not ag.cuda.is_available():
-        pytest.skip("CuPy or a CUDA GPU is missing (AG_CUDA=standin runs these on the CuPy stand-in)")
-    from autograd_gpu.backends import cupy_backend
-    if not cupy_backend.simulated():
-        pytest.skip("counts transfers: the CuPy stand-in's logs (AG_CUDA=standin)")
-    from autograd_gpu.testing import cupy_standin
-    return cupy_standin
-
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(AVG))

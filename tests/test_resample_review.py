@@ -10,7 +10,6 @@ import pytest
 import autograd_gpu as ag
 import autograd_gpu.nn.functional as F
 
-from tests.test_breadth_gpu_paths import standin         # noqa: F401  (the stand-in fixture, counting)
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
