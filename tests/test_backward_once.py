@@ -1,8 +1,9 @@
 """Each backward written once (issue 23): the ops whose backward is a backward op called through Function.of
-(Mul, Sum, linear and its relu form, the losses, layer and RMS norm, attention) give the same gradients whether
-nothing records (the fused kernels on arrays) or create_graph records them (one node each, differentiable
-again), equal to the composed ops they replace in first and second derivatives, on both devices; a gradient not
-wanted stays None; vmap of a batched gradient goes through the backward ops' rules."""
+(Mul, Sum, linear and its relu form, the losses, layer and RMS norm, attention, the recurrent layers'
+RecurrenceBackward) give the same gradients whether nothing records (the fused kernels on arrays) or
+create_graph records them (one node each, differentiable again), equal to the composed ops they replace in
+first and second derivatives, on both devices; a gradient not wanted stays None; vmap of a batched gradient
+goes through the backward ops' rules."""
 import numpy as np
 import pytest
 
@@ -299,3 +300,35 @@ def test_vmap_of_a_recurrence_gradient(device, mode):
     x = ag.tensor(arrays[0], device=device, requires_grad=True)
     np.testing.assert_allclose(ag.func.jacrev(of_x(_recurrence(mode)))(x).numpy(),
                                ag.func.jacrev(of_x(_composed_recurrence(mode)))(x).numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_compiled_step_of_a_recurrence_read_at_h_n_only_equals_eager(device, kind):
+    # the output's gradient is then made (one zero fill) inside backward: ag.compile records and replays it
+    from autograd_gpu import nn, optim
+
+    def make():
+        ag.manual_seed(0)
+        return getattr(nn, kind)(3, 4, num_layers=2).to(device), nn.Linear(4, 2).to(device)
+    models = [make(), make()]
+    params = [list(r.parameters()) + list(lin.parameters()) for r, lin in models]
+    opts = [optim.SGD(ps, lr=0.1) for ps in params]
+
+    def step(k, x, y):
+        (rnn, lin), o = models[k], opts[k]
+        o.zero_grad()
+        h = rnn(x)[1]
+        loss = F.cross_entropy(lin((h[0] if isinstance(h, tuple) else h)[-1]), y)
+        loss.backward()
+        o.step()
+        return loss
+    compiled = ag.compile(lambda x, y: step(1, x, y))
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x = ag.tensor(rng.standard_normal((5, 3, 3)).astype(np.float32), device=device)
+        y = ag.tensor(rng.integers(0, 2, 3), device=device)
+        np.testing.assert_allclose(compiled(x, y).cpu().numpy(), step(0, x, y).cpu().numpy(), rtol=1e-4, atol=1e-5)
+    assert compiled.stats["replays"] >= 3
+    for p, q in zip(*params):
+        np.testing.assert_allclose(q.detach().cpu().numpy(), p.detach().cpu().numpy(), rtol=1e-4, atol=1e-5)

@@ -119,8 +119,9 @@ def test_fused_steps_equal_the_unfused_ops(kind, config, dtype, device):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_fused_backward_equals_the_create_graph_path(kind, device):
-    """create_graph=True runs the step maths on Tensors (differentiable again); without it the fused steps
-    run: both give one gradient."""
+    """create_graph=True records the backward as one RecurrenceBackward node (differentiable again: its own
+    backward reruns the step maths on Tensors); without it Function.of runs the same steps on arrays: both
+    give one gradient (tests/test_backward_once.py holds both, and the second derivative, to the step ops)."""
     m, x, hx, weights = _setup(kind, CONFIGS["two-layers-bidir-states"], "float64", device)
     leaves = _leaves(m, x, hx)
     loss = lambda: _loss(*(lambda o, s: (o,) + (s if isinstance(s, tuple) else (s, None)))(*m(x, hx)),  # noqa: E731
