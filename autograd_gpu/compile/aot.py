@@ -263,18 +263,27 @@ class CompiledBackward(Function):
                 "backward(create_graph=True) (or a grad of grads) through the outputs of an ag.compile'd "
                 "function: their backward is a compiled program, which cannot be differentiated again. The "
                 "function's calls with these arguments now run eagerly: call it again to get a graph that can")
-        arrays = []
-        for g, (shape, dtype) in zip(grads, aot.seed_meta):
-            a = g.data
-            if a.dtype != dtype:
-                a = a.astype(dtype)
-            elif aot.copy_seeds or not a.flags.c_contiguous:
-                a = a.copy() if aot.copy_seeds else ctx.device.backend.xp.ascontiguousarray(a)
-            arrays.append(a)
+        if len(grads) == 1 and not aot.copy_seeds:       # the common case (a loss): the checks inline
+            a = grads[0].data
+            if a.dtype != aot.seed_meta[0][1]:
+                a = a.astype(aot.seed_meta[0][1])
+            elif not a.flags.c_contiguous:
+                a = ctx.device.backend.xp.ascontiguousarray(a)
+            arrays = (a,)
+        else:
+            arrays = []
+            for g, (shape, dtype) in zip(grads, aot.seed_meta):
+                a = g.data
+                if a.dtype != dtype:
+                    a = a.astype(dtype)
+                elif aot.copy_seeds or not a.flags.c_contiguous:
+                    a = a.copy() if aot.copy_seeds else ctx.device.backend.xp.ascontiguousarray(a)
+                arrays.append(a)
+            arrays = tuple(arrays)
         saved = ctx._saved
         if saved.__class__ is _Lazy:
             saved = ctx._saved = aot.rematerialize(saved)     # kept for a retained graph's next backward
         aot.backwards += 1
-        fin = aot.backward.run(tuple(arrays) + saved)
-        dev = ctx.device
-        return tuple(None if j is None else Tensor._make(fin[j], dev) for j in aot.grads)
+        fin = aot.backward.run(arrays + saved)
+        dev, make = ctx.device, Tensor._make
+        return tuple([None if j is None else make(fin[j], dev) for j in aot.grads])
