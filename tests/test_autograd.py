@@ -102,6 +102,25 @@ def test_a_view_that_alone_reaches_its_memory_becomes_grad_without_a_copy_and_sh
     assert y.grad.tolist() == [[0.0] * 3] * 2 and x.grad.tolist()[1] == [4.0] * 3
 
 
+@pytest.mark.parametrize("op", [lambda x: ag.relu(x * 2), ag.tanh, ag.sigmoid, lambda x: x * x],
+                         ids=["relu", "tanh", "sigmoid", "mul"])
+def test_a_root_gradient_of_another_dtype_is_cast_to_the_outputs_as_pytorch(op, device):
+    """backward(gradient) with a float64 (or integer) gradient for a float32 output: cast to the output's
+    dtype first, as PyTorch does (on CUDA the fused backward kernels, typed by the output, refused it);
+    complex against real is refused, as PyTorch refuses it."""
+    x = ag.tensor([0.5, -1.0, 2.0], device=device, requires_grad=True)
+    ref = ag.tensor([0.5, -1.0, 2.0], device=device, requires_grad=True)
+    op(ref).backward(ag.tensor([1.0, 2.0, 3.0], device=device))
+    op(x).backward(ag.tensor([1.0, 2.0, 3.0], dtype=ag.float64, device=device))
+    assert x.grad.dtype == ag.float32
+    np.testing.assert_allclose(x.grad.numpy(), ref.grad.numpy(), rtol=1e-6)
+    x.grad = None
+    op(x).backward(ag.tensor([1, 2, 3], device=device))
+    np.testing.assert_allclose(x.grad.numpy(), ref.grad.numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="complex"):
+        op(x).backward(ag.ones(3, dtype=ag.complex64, device=device))
+
+
 def test_deep_chain_of_a_million_ops_has_no_recursion_error():
     x = ag.tensor([0.5], requires_grad=True)
     y = x

@@ -88,6 +88,11 @@ def _check_root(t, g, where):
         raise RuntimeError(f"{where}: grad is on {g.device} but the tensor is on {t.device}")
     if g.shape != t.shape:
         raise RuntimeError(f"{where}: grad has shape {g.shape} but the tensor has shape {t.shape}")
+    if g.dtype != t.dtype:            # as PyTorch: cast to the output's dtype (the backward kernels are typed
+        if "c" in (g.data.dtype.kind, t.data.dtype.kind):     # by it), except between complex and another
+            raise RuntimeError(f"{where}: for complex tensors grad and the tensor must have the same dtype, got "
+                               f"grad of dtype {g.dtype} for a tensor of dtype {t.dtype}")
+        g = g.to(dtype=t.dtype)
     return g
 
 
