@@ -30,7 +30,8 @@ BUDGET = {                      # measured first (stand-in counter, before any f
     "mlp_step": 24,             # fused bias+ReLU, activation backwards, cross-entropy, one optimizer kernel a dtype,
     #                             backward()'s seed made once (engine._seeds)
     "mlp_adam_step": 24,        # Adam: one kernel for the 6 parameters (was 6, one per parameter; 14 before)
-    "cnn_step": 41,             # max pool 1+1 a layer, conv bias one add, stride-1 input grad one convolution
+    "cnn_step": 39,             # max pool 1+1 a layer, conv bias one add, stride-1 input grad one convolution,
+    #                             conv weight gradients summed into w's shape (no copy into .grad)
     "transformer_step": 136,    # layer norm 3+5, attention softmax 3+2, GELU 1+1, Adam 2 (28 params in 2 chunks);
     #                             layer norm's weight and bias gradients not reshaped views (10 copies fewer)
     "lstm_step": 297,           # one cuBLAS product and one cell kernel per layer-timestep each way

@@ -154,6 +154,12 @@ def _conv_weight_grad(xp, x, gy, w_shape, geom, cols=None):
         cols = _im2col(xp, x, kh, kw, geom)
     rows = xp.ascontiguousarray(gy).reshape(n, g, o // g, gy.shape[2] * gy.shape[3])
     per_sample = _matmul(rows, cols.transpose(0, 1, 3, 2))          # (N, G, O/G, C/G*kh*kw)
+    if backend_of_array(gy).conv_lean:
+        # on CUDA the sum goes straight into an array of w's shape: .grad takes it as it is, where a reshaped
+        # view would cost a copy launch (the CPU engine keeps such a view uncopied: backend.sole_view)
+        out = xp.empty(w_shape, dtype=per_sample.dtype)
+        xp.sum(per_sample, axis=0, out=out.reshape(per_sample.shape[1:]))
+        return out
     return per_sample.sum(axis=0).reshape(w_shape)
 
 
