@@ -106,8 +106,8 @@ class Function:
             saved = ctx._saved
             if saved is None:
                 r = cls.arrays(ctx, grad.data, *extra)
-                if r.__class__ is not tuple:
-                    return ctx.wrap(r, grad if cls._views_grad else None)
+                if r.__class__ is not tuple:      # grad's own array: grad itself, so that the engine sees it
+                    return grad if r is grad.data else ctx.wrap(r, grad if cls._views_grad else None)   # shared
                 return _wrap_all(ctx, r)
             r = None
             if not ctx._freed:

@@ -68,7 +68,10 @@ class SumBackward(Function):
     @staticmethod
     def forward(ctx, grad, shape, axes, keepdims):
         ctx.axes, ctx.keepdims = axes, keepdims
-        return ctx.wrap(SumBackward.arrays(ctx, grad.data, shape, axes, keepdims), base=grad)
+        g = SumBackward.arrays(ctx, grad.data, shape, axes, keepdims)
+        if g is grad.data:                 # a view, not grad's array itself: the engine then copies it for a .grad
+            g = g.view()
+        return ctx.wrap(g, base=grad)
 
     @staticmethod
     def backward(ctx, gg):
