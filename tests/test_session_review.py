@@ -18,3 +18,51 @@ def test_sum_keepdim_grad_does_not_alias_callers_gradient(device, create_graph):
     x.sum(dim=1, keepdim=True).backward(g)          # accumulates into .grad: g stays as it is
     np.testing.assert_array_equal(g.cpu().numpy(), np.full((3, 1), 7.0, np.float32))
     np.testing.assert_array_equal(x.grad.detach().cpu().numpy(), np.full((3, 1), 9.0, np.float32))
+
+
+class _ReturnsSaved(ag.autograd.Function):
+    """A user's Function whose backward returns a tensor it keeps (a view of a buffer, or a plain one)."""
+    @staticmethod
+    def forward(ctx, x, kept):
+        ctx.kept = kept
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.kept, None
+
+
+def _kept(device, view):
+    a = np.arange(6.0, dtype=np.float32)
+    a = a.reshape(2, 3) if view else a.reshape(2, 3).copy()       # a view that alone reaches its base, or not
+    t = ag.from_numpy(a)
+    return t if device == "cpu" else t.to(device)
+
+
+@pytest.mark.parametrize("view", [True, False])
+def test_user_function_gradient_it_keeps_is_not_grad(device, view):
+    # .grad must not be the user's tensor: the next backward adds into .grad in place
+    kept = _kept(device, view)
+    x = ag.zeros(2, 3, requires_grad=True, device=device)
+    y = _ReturnsSaved.apply(x, kept)
+    y.sum().backward(retain_graph=True)
+    y.sum().backward()
+    np.testing.assert_array_equal(kept.cpu().numpy(), np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), 2 * np.arange(6.0, dtype=np.float32).reshape(2, 3))
+
+
+@pytest.mark.parametrize("where", ["leaf", "node"])
+def test_hook_returning_a_tensor_it_keeps_is_not_grad(device, where):
+    kept = ag.full((3, 1), 2.0, device=device)
+    x = ag.zeros(3, 1, requires_grad=True, device=device)
+    if where == "leaf":
+        x.register_hook(lambda g: kept)
+        y = x * 1.0
+    else:
+        y = x.sum(dim=1, keepdim=True)         # its backward passes the (hooked) gradient on as it is
+        y.register_hook(lambda g: kept)
+        y = y * 1.0
+    y.sum().backward(retain_graph=True)
+    y.sum().backward()
+    np.testing.assert_array_equal(kept.cpu().numpy(), np.full((3, 1), 2.0, np.float32))
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), np.full((3, 1), 4.0, np.float32))

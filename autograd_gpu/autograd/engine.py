@@ -190,7 +190,7 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
                 if node._n_out == 1:
                     grads = [grads]
                 if node._hooks is not None:
-                    grads = _run_node_hooks(node, grads)
+                    grads = _run_node_hooks(node, grads, given)
                 if captured is not None:
                     for k, g in enumerate(grads):
                         if g is not None and (node, k) in wanted:
@@ -198,6 +198,10 @@ def run_backward(roots, retain_graph, create_graph, inputs=None):
                 results = _call_backward(node, grads)
                 if state_anomaly:
                     check_gradients(node, results)
+            if node._user_fn:                      # a user's backward may return a tensor it keeps (or
+                for g in results:                  # its input, from a hook): never a .grad as it is
+                    if g is not None:
+                        given.add(id(g))
             if not retain_graph:
                 node._saved = None
                 node._freed = True
@@ -276,7 +280,7 @@ def _finish_leaf(t, g, given, create_graph, owned=True):
     post = t._post_acc_hooks
     g0 = g
     if t._hooks is not None:
-        g = _run_hooks(t._hooks, g)
+        g = _run_hooks(t._hooks, g, given)
     if g.dtype != t.dtype:
         if g.data.dtype.kind == "c" and t.data.dtype.kind != "c":
             g = g.real                      # a real leaf's gradient is the real part (PyTorch's engine)
@@ -451,13 +455,17 @@ def _check_results(node, out):
     return out
 
 
-def _run_hooks(hooks, g):
+def _run_hooks(hooks, g, given=None):
+    """g through the hooks; a tensor a hook returned goes into ``given`` (the hook may keep it: _owned copies
+    it before it becomes a .grad)."""
     _hook_runs[0] += 1
     for fn in hooks:
         r = fn(g)
         if r is not None:
             _check_hook_result(fn, g, r)
             g = r
+            if given is not None:
+                given.add(id(r))
     return g
 
 
@@ -476,11 +484,11 @@ def _check_hook_result(fn, g, r):
         raise RuntimeError(f"hook '{name}' has changed the device of value: got {r.device}, expected {g.device}")
 
 
-def _run_node_hooks(node, grads):
+def _run_node_hooks(node, grads, given=None):
     grads = list(grads)
     for k, hooks in node._hooks.items():
         if grads[k] is not None:
-            grads[k] = _run_hooks(hooks, grads[k])
+            grads[k] = _run_hooks(hooks, grads[k], given)
     return grads
 
 

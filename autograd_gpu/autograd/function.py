@@ -68,10 +68,15 @@ class Function:
     # per example with a warning (a user's Function). Every built-in op declares one (tests/test_registry.py).
     batch_rule: Optional[Callable[..., Any]] = None
 
+    # True on a user's Function (defined outside the package): its backward may return a tensor it keeps,
+    # which the engine then never makes a leaf's .grad itself (a later backward adds into .grad in place).
+    _user_fn = False
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "_array_forward" not in cls.__dict__:
             cls._array_forward = False
+        cls._user_fn = not cls.__module__.startswith("autograd_gpu.")
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
