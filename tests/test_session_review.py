@@ -66,3 +66,19 @@ def test_hook_returning_a_tensor_it_keeps_is_not_grad(device, where):
     y.sum().backward()
     np.testing.assert_array_equal(kept.cpu().numpy(), np.full((3, 1), 2.0, np.float32))
     np.testing.assert_array_equal(x.grad.cpu().numpy(), np.full((3, 1), 4.0, np.float32))
+
+
+def test_scatter_add_rounds_with_values_overlapping_out_is_np_add_at():
+    # values read from out itself (x.index_add_(0, idx, x)): the rounds would read values already
+    # written by an earlier round; np.add.at's sums are the ones promised
+    from autograd_gpu.backends.numpy_backend import NumpyBackend
+    rng = np.random.default_rng(0)
+    n = 5000
+    a = rng.standard_normal((2, n))
+    idx = rng.integers(-n, n, n)
+    for values in (lambda o: o, lambda o: o[::-1]):
+        ref = a.copy()
+        np.add.at(ref, (slice(None), idx), values(ref))
+        out = a.copy()
+        NumpyBackend.scatter_add(None, out, (slice(None), idx), values(out))
+        np.testing.assert_array_equal(out, ref)

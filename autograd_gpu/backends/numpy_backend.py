@@ -87,7 +87,8 @@ def _scatter_add_rounds(out, index, values):
     size = 1
     for s in shape:
         size *= s
-    if size < _ROUNDS_MIN or not np.can_cast(values.dtype, out.dtype, "same_kind"):
+    if size < _ROUNDS_MIN or not np.can_cast(values.dtype, out.dtype, "same_kind") or \
+            np.may_share_memory(out, values):       # (a round would read what an earlier one wrote)
         return False
     n = out.shape[ax]
     lo, hi = (int(idx.min()), int(idx.max())) if idx.size else (0, 0)
