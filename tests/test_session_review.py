@@ -82,3 +82,33 @@ def test_scatter_add_rounds_with_values_overlapping_out_is_np_add_at():
         out = a.copy()
         NumpyBackend.scatter_add(None, out, (slice(None), idx), values(out))
         np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "area", "bilinear", "bicubic"])
+def test_interpolate_to_the_same_size_returns_a_new_tensor(device, mode):
+    # PyTorch's interpolate never hands back its input: writing the result must leave x alone
+    import autograd_gpu.nn.functional as F
+    x = ag.ones(1, 2, 4, 4, device=device)
+    for kw in ({"size": (4, 4)}, {"scale_factor": 1}):
+        y = F.interpolate(x, mode=mode, **kw)
+        assert y is not x
+        y.add_(1.0)
+        np.testing.assert_array_equal(x.cpu().numpy(), np.ones((1, 2, 4, 4), np.float32))
+
+
+@pytest.mark.parametrize("mode, kw", [("linear", {}), ("bilinear", {}), ("trilinear", {}),
+                                      ("bilinear", {"antialias": True}), ("bicubic", {"antialias": True})])
+def test_interpolate_linear_modes_copy_when_the_size_is_kept_as_pytorch(device, mode, kw):
+    # floor(9 * 1.05) = 9: PyTorch's linear-family and antialias kernels then copy the input (whatever the
+    # scale); the gradient is the output's gradient, an inf in it reaching only its own input
+    import autograd_gpu.nn.functional as F
+    nd = {"linear": 1, "bilinear": 2, "trilinear": 3}.get(mode, 2)
+    shape = (1, 2) + (9,) * nd
+    a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    x = ag.tensor(a, requires_grad=True, device=device)
+    y = F.interpolate(x, scale_factor=1.05, mode=mode, **kw)
+    np.testing.assert_array_equal(y.detach().cpu().numpy(), a)
+    g = np.ones(shape, np.float32)
+    g.flat[1] = np.inf
+    y.backward(ag.tensor(g, device=device))
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), g)

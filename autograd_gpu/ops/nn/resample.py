@@ -589,6 +589,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         sfs = (None,) * nd
     xp = x.device.backend.xp
     dtype = xp.float64 if x.data.dtype == xp.float64 else xp.float32     # the weights in float32 for low precision
+    if (antialias or mode in ("linear", "bilinear", "trilinear")) and sizes == tuple(x.shape[2:]):
+        return x.clone()            # PyTorch's kernels copy the input when the size is kept (whatever the scale)
     y = x
     for k, (o, sf) in enumerate(zip(sizes, sfs)):
         d = 2 + k
@@ -610,7 +612,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         else:
             taps = _interp_taps(xp, n, o, sf, mode, bool(align_corners), dtype)
         y = Resample.apply(y, _Taps(*taps[:2], n, o, taps[2]), d - x.ndim)
-    return y
+    return x.clone() if y is x else y            # a new tensor, as PyTorch's, never the input itself
 
 
 # --------------------------------------------------------------------------- pixel (un)shuffle
