@@ -110,7 +110,7 @@ class _Lazy:
 class Aot:
     """What a replay needs to attach its outputs to a compiled backward."""
     __slots__ = ("backward", "leaves", "grads", "n_res", "seed_meta", "copy_seeds", "device", "outs", "on_double",
-                 "out_meta", "lazy", "full", "calls", "backwards", "versions")
+                 "out_meta", "lazy", "full", "calls", "backwards", "versions", "watched")
 
     def __init__(self, backward, leaves, grads, n_res, seed_meta, copy_seeds, device, outs):
         self.outs = outs                  # the forward program's finals that are the node's outputs
@@ -130,7 +130,8 @@ class Aot:
         self.full = None
         self.calls = 0                    # replays made with this entry
         self.backwards = 0                # backwards run through its nodes
-        self.versions = None              # holders -> their version numbers (generated with ``lazy``)
+        self.versions = None              # holders -> the version numbers of those at ``watched`` (generated
+        self.watched = None               # with ``lazy``): the inputs the residuals are computed from
 
     def use_lazy(self):
         """Whether this replay may run the forward without residuals: the two replays before made nodes
@@ -168,12 +169,12 @@ class Aot:
 
     def rematerialize(self, lazy):
         """The residuals of a node made by the ``lazy`` program: the full forward again on that call's
-        input arrays, refused (as eager mode refuses a saved tensor changed) when a holder was written in
-        place since."""
+        input arrays, refused (as eager mode refuses a saved tensor changed) when an input the residuals are
+        computed from was written in place since."""
         now = self.versions(lazy.holders)
         if now != lazy.versions:
             i = next(k for k, (a, b) in enumerate(zip(now, lazy.versions)) if a != b)
-            t = lazy.holders[i]
+            t = lazy.holders[self.watched[i]]
             raise RuntimeError(
                 f"CompiledBackward: one of the tensors the compiled function read (shape {tuple(t.shape)}) was "
                 f"modified by an in-place operation after the call (its version is {now[i]}, expected "

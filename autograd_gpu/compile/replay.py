@@ -353,6 +353,7 @@ class CompiledFunction:
         # from copies of the steps (building a program rewrites them)
         lazy = [_copy.copy(s) for s in fwd] if aot is not None and not actions and \
             not hasattr(fuser, "finish") and _repeatable(fwd, inputs) else None
+        watched = _residual_inputs(fwd, inputs, aot_res, len(holders)) if lazy is not None else None
         program = build_program(fwd, [v for v, _, _ in inputs], finals, tr.values, tr.backend_of, fuser)
         if hasattr(fuser, "finish"):             # the CUDA fuser: kernel counts, graph capture
             program = fuser.finish(program, self.stats)
@@ -360,7 +361,8 @@ class CompiledFunction:
             aot.full = program
             aot.lazy = build_program(lazy, [v for v, _, _ in inputs], finals[:len(finals) - len(aot_res)],
                                      tr.values, tr.backend_of, get_fuser(_first_backend(tr)) if self.fuse else None)
-            aot.versions = _versions_reader(len(holders))
+            aot.watched = watched
+            aot.versions = _versions_reader(watched)
         return _Entry(program, [(i, kind) for _, i, kind in inputs], actions, outputs, _rng_backends(fwd), aot)
 
     def _program(self, tr, steps, inputs, finals, state_inputs):
@@ -590,10 +592,26 @@ def _repeatable(steps, inputs):
     return True
 
 
-def _versions_reader(n):
-    """A generated ``versions(H)``: the version number of each of the n holders (0 before any write)."""
+def _residual_inputs(steps, inputs, res, n):
+    """The positions in the holders of the inputs the residuals ``res`` (vids) are computed from: a walk
+    back through ``steps``' arguments (an in-place write to another input after a lazy call leaves the
+    residuals as they were: eager computes that backward too). All n where a step writes in place (a write
+    into a view may reach a value the walk does not see)."""
+    if any(s.mutates or "out" in s.kwargs for s in steps):
+        return tuple(range(n))
+    need = set(res)
+    for s in reversed(steps):
+        o = s.outs
+        if s.kind == "call" and (o in need if o.__class__ is int else any(v in need for v in o or () if v is not None)):
+            need.update(s.refs())
+    return tuple(sorted({i for v, i, _ in inputs if v in need}))
+
+
+def _versions_reader(idx):
+    """A generated ``versions(H)``: the version number of the holders at positions ``idx`` (0 before any
+    write)."""
     src = "def versions(H):\n    return (" + "".join(
-        f"H[{i}]._version[0] if H[{i}]._version is not None else 0, " for i in range(n)) + ")\n"
+        f"H[{i}]._version[0] if H[{i}]._version is not None else 0, " for i in idx) + ")\n"
     glob = {}
     exec(builtins.compile(src, "<ag.compile versions>", "exec"), glob)
     return glob["versions"]
