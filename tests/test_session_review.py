@@ -124,3 +124,15 @@ def test_lazy_replay_allows_a_write_to_an_input_the_backward_does_not_need():
     xs[-1].add_(1.0)                                   # eager: f(x, w); x.add_(1); backward() works
     outs[-1].backward()
     np.testing.assert_array_equal(w.grad.numpy(), np.ones(3, np.float32))
+
+
+def test_numpy_sole_view_counts_references_as_this_interpreter_does():
+    # the reference count a sole view's base has is measured at import (_SOLE_REFS), not assumed to be 3
+    from autograd_gpu.backends import numpy_backend as nb
+    be = ag.device("cpu").backend
+    sole = be.sole_view(np.zeros(6).reshape(2, 3))            # (outside assert: pytest would hold the base)
+    held = np.zeros(6)
+    shared = be.sole_view(held.reshape(2, 3))
+    part = be.sole_view(np.zeros(6)[:3])                      # not all of its base
+    assert sole and not shared and not part
+    assert nb._SOLE_REFS == nb._sole_refs()

@@ -59,6 +59,17 @@ def float_matmul(a, b, out=None):
 
 
 
+def _sole_refs():
+    """sys.getrefcount of the base of a view that alone holds it, counted as sole_view counts (3 on
+    CPython 3.10-3.13; an interpreter that borrows a local's reference counts fewer)."""
+    a = np.empty(2).reshape(1, 2)
+    b = a.base
+    return sys.getrefcount(b)
+
+
+_SOLE_REFS = _sole_refs()
+
+
 _ROUNDS_MIN = 4096          # below this many values np.add.at is as fast
 _ROUNDS_MAX = 32            # more repeats of one index than this: np.add.at
 
@@ -139,11 +150,12 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
 
     def sole_view(self, a):
         """Backend.sole_view: ``a`` spans all of its base, is writeable and dense, and nothing but ``a`` holds
-        the base (its references: a.base, the local ``b`` and getrefcount's argument). A view of a kept buffer
-        (a compiled program's, the cached backward seed) or of anything else alive is not one."""
+        the base (its references: a.base, the local ``b`` and getrefcount's argument, as counted by
+        _SOLE_REFS on this interpreter). A view of a kept buffer (a compiled program's, the cached backward
+        seed) or of anything else alive is not one."""
         b = a.base
         return (b.__class__ is np.ndarray and a.nbytes == b.nbytes and a.flags.writeable
-                and (a.flags.c_contiguous or a.flags.f_contiguous) and sys.getrefcount(b) == 3)
+                and (a.flags.c_contiguous or a.flags.f_contiguous) and sys.getrefcount(b) == _SOLE_REFS)
 
     # the host reads its own memory: no sync, so nothing for the sync debug mode (a CUDA-only mode, as PyTorch's)
     def read_back(self, a, what):
