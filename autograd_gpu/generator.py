@@ -7,42 +7,32 @@ A CPU generator wraps a NumPy ``Generator`` (PCG64, seeded as the CPU backend's 
 seeded with n draws what ``ag.manual_seed(n)`` then the global functions draw); a CUDA generator wraps a
 ``cupy.random.RandomState`` on its GPU (cuRAND), made by the backend's ``make_rng``.
 """
+import numbers
+import secrets
 from typing import Any
 
-import numpy as np
-
+from .backends import array_bytes, bytes_array
 from .device import Device, device as _parse_device
+from .dtypes import uint8
 from .tensor import Tensor
 
 __all__ = ["Generator", "rng_for"]
 
 _DEFAULT_SEED = 67280421310721           # PyTorch's default seed of a new generator
 _U64 = 2 ** 64 - 1
-_CPU_STATE_BYTES = 8 + 16 + 16 + 1 + 4   # initial seed, PCG64 state and increment, has_uint32, uinteger
-_CUDA_STATE_BYTES = 8 + 8                # initial seed, the seed the RandomState was (re)started from
+# the state's bytes: the initial seed (8), then the backend's generator_state: on the CPU PCG64's state and increment,
+# has_uint32 and uinteger (37); on a GPU the seed the RandomState was (re)started from (8)
+_STATE_BYTES = {"cpu": 8 + 37, "cuda": 8 + 8}
 
 
 def _check_seed(seed, what):
     """A seed as PyTorch takes it: an int in [-2**63, 2**64), negative ones taken modulo 2**64."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"Generator.{what}: expected an int seed, got {type(seed).__name__}")
     seed = int(seed)
     if not -2 ** 63 <= seed <= _U64:
         raise ValueError(f"Generator.{what}: expected a seed in [-2**63, 2**64), got {seed}")
     return seed & _U64
-
-
-def _to_bytes(*fields):
-    """Little-endian fields (value, width in bytes) as one uint8 array."""
-    return np.frombuffer(b"".join(int(v).to_bytes(w, "little") for v, w in fields), dtype=np.uint8).copy()
-
-
-def _from_bytes(raw, widths):
-    out, pos = [], 0
-    for w in widths:
-        out.append(int.from_bytes(raw[pos:pos + w], "little"))
-        pos += w
-    return out
 
 
 class Generator:
@@ -58,7 +48,7 @@ class Generator:
     True
     """
 
-    __slots__ = ("_device", "_backend", "_rng", "_seed", "_start")
+    __slots__ = ("_device", "_backend", "_rng", "_seed")
 
     def __init__(self, device: Device | str = "cpu") -> None:
         if not isinstance(device, (Device, str)):
@@ -68,11 +58,10 @@ class Generator:
         self._backend = self._device.backend          # raises with the install hint when CUDA is missing
         self._rng: Any = None
         self._seed = 0
-        self._start = 0
         self._reseed(_DEFAULT_SEED)
 
     def _reseed(self, seed):
-        self._seed = self._start = seed
+        self._seed = seed
         if self._rng is None:
             self._rng = self._backend.make_rng(seed)
         else:
@@ -91,7 +80,7 @@ class Generator:
 
     def seed(self) -> int:
         """Seed the generator from the operating system's entropy and return that seed."""
-        s = int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
+        s = secrets.randbits(64)
         self._reseed(s)
         return s
 
@@ -100,41 +89,26 @@ class Generator:
         return self._seed
 
     def get_state(self) -> Tensor:
-        """The generator's state as a uint8 CPU tensor, for ``set_state``. On the CPU, the seed and the whole
-        PCG64 state (45 bytes). On a GPU, CuPy's RandomState cannot be read, so the generator is forked: a seed
-        is drawn from it (one read from the device) and the generator restarts from that seed, which the
-        state records (16 bytes); so a get_state() on a GPU changes the numbers drawn after it."""
-        if self._device.type == "cpu":
-            st = self._rng.bit_generator.state
-            raw = _to_bytes((self._seed, 8), (st["state"]["state"], 16), (st["state"]["inc"], 16),
-                            (st["has_uint32"], 1), (st["uinteger"], 4))
-        else:
-            b = self._backend
-            self._start = int(b.item(self._rng.randint(0, 2 ** 31 - 1, size=(), dtype="int64")))
-            b.reseed_rng(self._rng, self._start)
-            raw = _to_bytes((self._seed, 8), (self._start, 8))
-        return Tensor._make(raw, _parse_device("cpu"))
+        """The generator's state as a uint8 CPU tensor, for ``set_state``: the initial seed, then on the CPU the
+        whole PCG64 state (45 bytes in all). On a GPU, CuPy's RandomState cannot be read, so the generator is
+        forked: a seed is drawn from it (one read from the device) and the generator restarts from that seed,
+        which the state records (16 bytes); so a get_state() on a GPU changes the numbers drawn after it."""
+        raw = self._seed.to_bytes(8, "little") + self._backend.generator_state(self._rng)
+        return Tensor._make(bytes_array(raw), _parse_device("cpu"))
 
     def set_state(self, new_state: Tensor) -> "Generator":
         """Restore a state from ``get_state()`` of a generator on the same kind of device; returns the generator."""
-        n = _CPU_STATE_BYTES if self._device.type == "cpu" else _CUDA_STATE_BYTES
-        if not isinstance(new_state, Tensor) or new_state.dtype != np.uint8 or new_state.device.type != "cpu":
+        n = _STATE_BYTES[self._device.type]
+        if not isinstance(new_state, Tensor) or new_state.dtype != uint8 or new_state.device.type != "cpu":
             got = (f"a {new_state.dtype} tensor on {new_state.device}" if isinstance(new_state, Tensor)
                    else type(new_state).__name__)
             raise TypeError(f"Generator.set_state: expected a uint8 CPU tensor (from get_state()), got {got}")
         if new_state.ndim != 1 or new_state.shape[0] != n:
             raise ValueError(f"Generator.set_state: expected the {n}-byte state of a {self._device.type} generator, "
                              f"got shape {tuple(new_state.shape)}")
-        raw = np.ascontiguousarray(new_state.data).tobytes()
-        if self._device.type == "cpu":
-            seed, state, inc, has, uint = _from_bytes(raw, (8, 16, 16, 1, 4))
-            self._rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": state, "inc": inc},
-                                             "has_uint32": has, "uinteger": uint}
-        else:
-            seed, start = _from_bytes(raw, (8, 8))
-            self._start = start
-            self._backend.reseed_rng(self._rng, start)
-        self._seed = seed
+        raw = array_bytes(new_state.data)
+        self._backend.set_generator_state(self._rng, raw[8:])
+        self._seed = int.from_bytes(raw[:8], "little")
         return self
 
     def __repr__(self) -> str:

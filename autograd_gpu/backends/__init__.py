@@ -77,6 +77,24 @@ def host_asarray(data):
     return _np.asarray(data)
 
 
+def bytes_array(raw):
+    """bytes as a new host uint8 array (an ag.Generator's state)."""
+    return _np.frombuffer(raw, dtype=_np.uint8).copy()
+
+
+def array_bytes(a):
+    """The bytes of any backend array, in C order, on the host."""
+    return _np.ascontiguousarray(to_numpy(a)).tobytes()
+
+
+def is_rng(obj):
+    """Whether ``obj`` is a random generator object of a backend's library (NumPy's Generator, BitGenerator or
+    RandomState, CuPy's RandomState or Generator): ag.compile refuses to replay draws it cannot see."""
+    if isinstance(obj, (_np.random.Generator, _np.random.BitGenerator, _np.random.RandomState)):
+        return True
+    return type(obj).__name__ in ("RandomState", "Generator") and "cupy" in type(obj).__module__
+
+
 # NumPy returns scalars (numpy.float64, ...), not 0-d arrays, from ops on 0-d arrays; a Tensor's
 # data must always be an array (mutable, with the array API), so wrapping checks for these types.
 SCALAR_TYPES = frozenset(t for t in _np.sctypeDict.values() if issubclass(t, _np.generic))

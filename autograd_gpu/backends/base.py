@@ -12,8 +12,9 @@ class Backend:
     - ``weak_scalars``: True when ``xp`` keeps a Python number weak (float32 array * 2.5 stays float32),
       False when operands must go through ``scalar()`` to keep the array's dtype;
     and define: asarray, to_host, from_dlpack, scalar, synchronize, format, scatter_add, erf, sigmoid, matmul,
-    seed, get_rng_state, set_rng_state, make_rng, reseed_rng, rand, randn, randint, permutation (the draws take
-    ``rng=``: a generator from make_rng, an ag.Generator's, instead of the backend's own). ``discard_checks`` is below.
+    seed, get_rng_state, set_rng_state, make_rng, reseed_rng, generator_state, set_generator_state (an
+    ag.Generator's state as bytes), rand, randn, randint, permutation (the draws take ``rng=``: a generator from
+    make_rng, an ag.Generator's, instead of the backend's own). ``discard_checks`` is below.
     """
 
     xp = None

@@ -340,6 +340,19 @@ class CupyBackend(*CUPY_MIXINS, Backend):
         with self._cuda_device:
             rng.seed(_fold_seed(seed))
 
+    def generator_state(self, rng):
+        """A RandomState's state as bytes, for set_generator_state. cuRAND's state cannot be read, so the generator
+        is forked: a seed is drawn from it (one read from the device) and it restarts from that seed, which the
+        8 bytes record (so the numbers drawn after a get_state() differ from those without one)."""
+        with self._cuda_device:
+            start = int(self.item(rng.randint(0, 2 ** 31 - 1, size=(), dtype="int64")))
+        self.reseed_rng(rng, start)
+        return start.to_bytes(8, "little")
+
+    def set_generator_state(self, rng, raw):
+        """Restart a RandomState from the seed generator_state recorded."""
+        self.reseed_rng(rng, int.from_bytes(raw, "little"))
+
     # the draws take rng=None (the backend's global generator) or one made by make_rng (an ag.Generator's)
     def rand(self, shape, dtype, rng=None):
         with self._cuda_device:

@@ -281,6 +281,24 @@ class NumpyBackend(*NUMPY_MIXINS, Backend):
         """Seed a generator from make_rng again, in place (whoever holds it, a compiled program too, follows)."""
         rng.bit_generator.state = np.random.default_rng(seed).bit_generator.state
 
+    # PCG64's state as bytes (an ag.Generator's get_state): state and increment (16 bytes each), has_uint32 (1),
+    # uinteger (4), little-endian
+    _RNG_FIELDS = (("state", 16), ("inc", 16), ("has_uint32", 1), ("uinteger", 4))
+
+    def generator_state(self, rng):
+        """The state of a generator from make_rng as bytes, for set_generator_state."""
+        st = rng.bit_generator.state
+        values = {**st["state"], "has_uint32": st["has_uint32"], "uinteger": st["uinteger"]}
+        return b"".join(int(values[k]).to_bytes(w, "little") for k, w in self._RNG_FIELDS)
+
+    def set_generator_state(self, rng, raw):
+        """Restore generator_state's bytes into a generator from make_rng, in place."""
+        v, pos = {}, 0
+        for k, w in self._RNG_FIELDS:
+            v[k], pos = int.from_bytes(raw[pos:pos + w], "little"), pos + w
+        rng.bit_generator.state = {"bit_generator": "PCG64", "state": {"state": v["state"], "inc": v["inc"]},
+                                   "has_uint32": v["has_uint32"], "uinteger": v["uinteger"]}
+
     # the draws take rng=None (the backend's global generator) or one made by make_rng (an ag.Generator's)
     def rand(self, shape, dtype, rng=None):
         return (self.rng if rng is None else rng).random(shape, dtype=np.float64).astype(dtype, copy=False)

@@ -16,7 +16,6 @@ import warnings
 import weakref
 from collections import OrderedDict
 
-import numpy as _np
 
 from ..tensor import Tensor
 from .. import backends as _backends
@@ -584,7 +583,7 @@ def _repeatable(steps, inputs):
             return False
         fn = s.fn
         if getattr(fn, "__name__", "") in _RANDOM or "rng" in s.kwargs or \
-                isinstance(getattr(fn, "__self__", None), (_np.random.Generator, _np.random.BitGenerator)):
+                _backends.is_rng(getattr(fn, "__self__", None)):
             return False
         for v in s.mutates:
             if root.get(v, v) in ins:
