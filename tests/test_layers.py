@@ -97,3 +97,26 @@ def test_no_import_cycle_between_top_level_units():
         pytest.fail(f"import cycle between top-level units of {ROOT} (lazy imports included):\n{steps}\n"
                     "Point the upward import down: move what both sides need into a leaf module "
                     "(shared/STYLE.md section 1; the layers are in pyproject.toml's [tool.importlinter]).")
+
+
+# host-only loaders that read files into NumPy arrays before any Tensor exists (the datasets hand them to
+# ag.tensor): the only modules outside backends/ and testing/ that may import NumPy themselves
+_NUMPY_OUTSIDE_BACKENDS = {"data/datasets/digits.py", "data/datasets/mnist.py", "data/datasets/toy.py"}
+
+
+def test_numpy_and_cupy_are_imported_only_by_the_backends():
+    """Everything above backends/ reaches arrays through a backend (its xp, or a helper in backends/), so the
+    same code runs on NumPy and CuPy; an import of numpy or cupy elsewhere is a CPU-only path waiting to happen."""
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "autograd_gpu")
+    pattern = re.compile(r"^\s*(import (numpy|cupy)\b|from (numpy|cupy)\b)", re.M)
+    found = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            if not name.endswith(".py") or rel.startswith(("backends/", "testing/")) or rel in _NUMPY_OUTSIDE_BACKENDS:
+                continue
+            with open(path, encoding="utf-8") as f:
+                if pattern.search(f.read()):
+                    found.append(rel)
+    assert found == [], f"numpy/cupy imported outside autograd_gpu/backends/: {found}"
