@@ -555,7 +555,7 @@ def _launches(fn):
     (lambda a, b, i: cp.argmax(a, axis=1), "reduction", 1),
     (lambda a, b, i: a.mean(0), "reduction", 1),
     (lambda a, b, i: a @ b.T, "cublas", 1),
-    (lambda a, b, i: cp.matmul(a[None], b.T[None]), "cublas", 1),   # batched: one strided-batched GEMM
+    (lambda a, b, i: cp.matmul(a[None], b.reshape(4, 3)[None]), "cublas", 1),   # batched: one strided-batched GEMM
     (lambda a, b, i: a.dot(b.T), "cublas", 1),
     (lambda a, b, i: cp.zeros((3, 4), dtype=cp.float32), "fill", 1),
     (lambda a, b, i: cp.zeros_like(a), "fill", 1),
@@ -583,6 +583,33 @@ def test_count_launches_one_per_kernel_as_cupy_launches_them(call, kind, n):
     log = _launches(lambda: call(a, b, i))
     assert log.launches == n and log.by_kind.get(kind, 0) >= 1, log.events
     assert sum(log.by_kind.values()) == log.launches == len(log.events)
+
+
+def _f32(*shape):
+    return cp.asarray(np.arange(np.prod(shape), dtype=np.float32).reshape(shape) % 7)
+
+
+@pytest.mark.parametrize("call, by_kind", [
+    # at most 2-d (CuPy's dot): cuBLAS reads C- and F-ordered operands as they are
+    (lambda: _f32(5, 4) @ _f32(3, 4).T, {"cublas": 1}),
+    (lambda: cp.matmul(_f32(5, 8)[:, ::2], _f32(4, 3)), {"cublas": 1, "copy": 1}),   # neither order: copied
+    (lambda: cp.matmul(_f32(5, 4), _f32(4, 3), out=_f32(3, 5).T), {"cublas": 1, "copy": 1}),  # out not C-ordered
+    (lambda: cp.matmul(_f32(4), _f32(4)), {"reduction_kernel": 1}),               # a 1x1 result: a mul-sum
+    (lambda: cp.matmul(_f32(0, 4), _f32(4, 3)), {"fill": 1}),                       # empty: zeros
+    # batched: a strided-batched GEMM over C-contiguous operands
+    (lambda: cp.matmul(_f32(2, 5, 4), _f32(2, 4, 3)), {"cublas": 1}),
+    (lambda: cp.matmul(_f32(2, 4, 5).swapaxes(1, 2), _f32(2, 4, 3)), {"cublas": 1, "copy": 1}),
+    # broadcast batch dims: three pointer tables (a, b, the result), one kernel per batch dim each
+    (lambda: cp.matmul(_f32(5, 4), _f32(2, 4, 3)), {"cublas": 1, "elementwise_kernel": 3}),
+    (lambda: _f32(1, 6, 5) @ _f32(8, 1, 5, 7), {"cublas": 1, "elementwise_kernel": 6}),    # a conv's product
+    (lambda: cp.matmul(_f32(3, 5, 4), _f32(2, 3, 6, 4).swapaxes(-1, -2)),
+     {"cublas": 1, "elementwise_kernel": 6, "copy": 1}),
+])
+def test_count_launches_of_matmul_follows_cupy(call, by_kind):
+    """cupy.matmul launches more than its cuBLAS call where CuPy copies an operand or the result, or builds
+    pointer tables for broadcast batches (cupy/_core/_routines_linalg.pyx): the stand-in counts them."""
+    log = _launches(call)
+    assert {k: v for k, v in log.by_kind.items() if v} == by_kind, log.events
 
 
 @pytest.mark.parametrize("call", [

@@ -19,6 +19,7 @@ here in the same commit, until the issue's targets hold:
 empty_like -- and views as launches; this counter follows CuPy, which launches nothing for them: 83, 149,
 141, 676, 2034 on the same code.)
 """
+import numpy as np
 import pytest
 
 import autograd_gpu as ag
@@ -31,9 +32,16 @@ BUDGET = {                      # measured first (stand-in counter, before any f
     #                             backward()'s seed made once (engine._seeds)
     "mlp_adam_step": 24,        # Adam: one kernel for the 6 parameters (was 6, one per parameter; 14 before)
     "cnn_step": 39,             # max pool 1+1 a layer, conv bias one add, stride-1 input grad one convolution,
-    #                             conv weight gradients summed into w's shape (no copy into .grad)
-    "transformer_step": 136,    # layer norm 3+5, attention softmax 3+2, GELU 1+1, Adam 2 (28 params in 2 chunks);
-    #                             layer norm's weight and bias gradients not reshaped views (10 copies fewer)
+    #                             conv weight gradients summed into w's shape (no copy into .grad); the conv
+    #                             products one cuBLAS call each by pointer (CuPy's matmul: 59, its pointer
+    #                             tables for the weights broadcast over the batch, 6 kernels a product)
+    "transformer_step": 152,    # layer norm 3+5, attention softmax 3+2, GELU 1+1, Adam 2 (28 params in 2 chunks);
+    #                             layer norm's weight and bias gradients not reshaped views (10 copies fewer).
+    #                             136 until the counter counted CuPy's matmul copies (its ascontiguousarray of
+    #                             a non-C-contiguous batched operand): 20 more, of which 4 are gone (transposed
+    #                             operands read as stored by cuBLAS by pointer) and 16 remain: attention's
+    #                             q, k, v and output gradient are (N, H, L, hd) views of (N, L, H, hd) memory,
+    #                             whose batch dims no single stride spans, copied once per product
     "lstm_step": 297,           # one cuBLAS product and one cell kernel per layer-timestep each way
 }
 # the per-op chain of benchmarks' op_overhead (x*w, +0.5, tanh, *1.1 cycled, then a sum): launches per op
@@ -102,3 +110,45 @@ def test_python_calls_per_op_on_cuda_no_more_than_on_the_cpu(launches):
     assert res["cuda"]["total"] <= res["cpu"]["total"] + PYTHON_CALLS_CUDA_OVER_CPU + 0.01, (
         f"Python calls per op: cuda {res['cuda']['total']:.2f}, cpu {res['cpu']['total']:.2f} "
         "(python -m benchmarks.python_calls --by-function says where)")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64"])
+@pytest.mark.parametrize("shapes", [
+    ((1, 6, 5), (8, 1, 5, 7), None),                 # a conv's product: weights broadcast over the batch
+    ((6, 5), (3, 5, 7), None),                       # an unbatched operand
+    ((2, 3, 5, 6), (2, 3, 6, 4), "b"),               # b transposed in every matrix (a conv's weight gradient)
+    ((2, 3, 5, 4), (2, 3, 4, 7), "a"),               # a transposed
+])
+def test_the_backend_matmul_launches_one_gemm_where_cupy_would_copy_or_build_pointer_tables(launches, dtype, shapes):
+    """CupyBackend.matmul sends a batched product that CuPy would run with copies or pointer tables (7 launches
+    for a conv's product, cupy/_core/_routines_linalg.pyx) to cuBLAS by pointer: one launch, a batch stride of 0
+    for a broadcast operand, a transposed operand read as stored; the values are NumPy's."""
+    from autograd_gpu.backends import get_backend
+    from autograd_gpu.testing.cupy_standin import count_launches
+    sa, sb, transposed = shapes
+    backend = get_backend("cuda")
+    xp = backend.xp
+    rng = np.random.default_rng(0)
+
+    def arr(shape, flip):
+        host = rng.standard_normal(shape[:-2] + shape[-2:][::-1] if flip else shape)
+        host = (host + 1j * rng.standard_normal(host.shape) if dtype.startswith("complex") else host).astype(dtype)
+        dev = xp.asarray(host)
+        return (dev.swapaxes(-1, -2), host.swapaxes(-1, -2)) if flip else (dev, host)
+    (a, ha), (b, hb) = arr(sa, transposed == "a"), arr(sb, transposed == "b")
+    with count_launches() as log:
+        got = backend.matmul(a, b)
+    assert log.launches == 1 and log.by_kind == {"cublas": 1}, log.events
+    want = np.matmul(ha.astype("complex128" if dtype.startswith("complex") else "float64"), hb)
+    tol = 2e-2 if dtype == "float16" else 1e-5
+    np.testing.assert_allclose(xp.asnumpy(got), want, rtol=tol, atol=tol)
+    assert got.dtype == np.dtype(dtype) and got.shape == want.shape
+    out = xp.empty(want.shape, dtype=dtype)            # a C-ordered out takes the product itself
+    with count_launches() as log:
+        assert backend.matmul(a, b, out=out) is out
+    assert log.launches == 1
+    np.testing.assert_allclose(xp.asnumpy(out), want, rtol=tol, atol=tol)
+    if shapes[0] == (6, 5):           # broadcast over some batch dims only: CuPy's pointer tables, not a copy
+        with count_launches() as log:
+            backend.matmul(xp.asarray(rng.standard_normal((2, 1, 6, 5)).astype(dtype)), b)
+        assert log.by_kind == {"cublas": 1, "elementwise_kernel": 6}, log.events

@@ -8,6 +8,10 @@ called through ctypes on our own handle and workspace, for float16/32/64 and com
 every layout cuBLAS reads directly (row-major, or its transpose, with any leading dimension);
 other layouts and broadcast batches are made contiguous first, which is a capturable kernel too.
 
+Eager products come here too where CuPy would launch more than the product (CupyBackend.matmul): a
+batched product with a transposed or strided operand (CuPy copies it first) or a broadcast batch (CuPy
+builds pointer tables with a kernel per batch dim for each of three arrays; here a batch stride of 0).
+
 Only the library call differs between a real GPU (``_Cublas``) and the test suite's CuPy stand-in,
 which simulates the same call on its host buffers (``set_library``): the layout logic below runs
 in CI.
@@ -42,7 +46,7 @@ def matmul(xp, a, b, out=None):
     stream captures): NumPy's matmul rules (1-d operands, broadcast batches), float and complex only."""
     dt = np.result_type(a.dtype, b.dtype)
     if not supported(dt):
-        raise TypeError(f"matmul under graph capture: expected float16/32/64 or complex operands, got "
+        raise TypeError(f"matmul through cuBLAS by pointer: expected float16/32/64 or complex operands, got "
                         f"{a.dtype} and {b.dtype}")
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: Input operand does not have enough dimensions")
@@ -55,7 +59,11 @@ def matmul(xp, a, b, out=None):
         raise ValueError(f"matmul: mismatch in the contracted dimension: {a.shape} @ {b.shape} "
                          f"({k} != {k2})")
     batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-    res = xp.empty(batch + (m, n), dt)
+    # the product lands in ``out`` itself where cuBLAS can write it (row-major, the result's dtype, apart
+    # from both operands), else in a fresh array copied into ``out``
+    direct = (out is not None and not (va or vb) and out.dtype == dt and tuple(out.shape) == batch + (m, n)
+              and out.flags.c_contiguous and not xp.may_share_memory(out, a) and not xp.may_share_memory(out, b))
+    res = out if direct else xp.empty(batch + (m, n), dt)
     nb = math.prod(batch)
     if res.size and k == 0:
         res.fill(0)
@@ -67,7 +75,7 @@ def matmul(xp, a, b, out=None):
         lib.gemm(opb, opa, n, m, k, bm.data.ptr, ldb, sb, am.data.ptr, lda, sa, res.data.ptr, n, m * n, nb, dt)
     if va or vb:                                     # the 1-d operands' dimension goes again
         res = res.reshape(batch + (() if vb else (n,)) if va else batch + (m,))
-    if out is None:
+    if out is None or direct:
         return res
     xp.copyto(out, res)
     return out

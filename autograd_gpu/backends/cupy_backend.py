@@ -1,5 +1,6 @@
 """GPU backend: CuPy imported lazily (the package imports without it), install hints, per-device seeds,
 explicit reads that carry the device-side checks back with them."""
+import math
 import numpy as np
 
 from . import cublas_graph
@@ -118,6 +119,22 @@ def _weak_scalars(cp):
         return int(str(cp.__version__).split(".")[0]) >= 14
     except (AttributeError, ValueError):
         return False
+
+
+def _cupy_batch_extras(a, b):
+    """Whether ``a @ b`` (float arrays) is cheaper through cuBLAS by pointer than through CuPy's matmul, which
+    launches more than its cuBLAS call beyond 2-d: it copies an operand that is not C-contiguous, and gives
+    broadcast batch dims three pointer tables. By pointer, a transposed matrix or a batch that collapses to
+    one stride is read as stored, and an operand that is one matrix for the whole batch has batch stride 0;
+    an operand broadcast over only some batch dims would be copied out in full there, where CuPy's tables
+    cost a few small kernels: that stays with CuPy. At most 2-d cuBLAS reads either memory order and
+    CuPy's own call is the cheaper one."""
+    if a.ndim <= 2 and b.ndim <= 2:
+        return False
+    ba, bb = a.shape[:-2], b.shape[:-2]
+    if ba == bb:
+        return not (a.flags.c_contiguous and b.flags.c_contiguous)
+    return math.prod(ba) == 1 or math.prod(bb) == 1
 
 
 class CupyBackend(*CUPY_MIXINS, Backend):
@@ -252,10 +269,15 @@ class CupyBackend(*CUPY_MIXINS, Backend):
             return 1 / (1 + self.xp.exp(-x))
 
     def matmul(self, a, b, out=None):
-        """cupy.matmul: float16 goes to cuBLAS, which accumulates in float32. While a CUDA graph captures
-        (``capturing``), float products go to cuBLAS without CuPy, which refuses capture (cublas_graph.py)."""
+        """cupy.matmul: float16 goes to cuBLAS, which accumulates in float32. Float products go to cuBLAS by
+        pointer instead (cublas_graph.py) while a CUDA graph captures (CuPy refuses cuBLAS then), and where
+        CuPy would launch more than the product: a batched product with an operand not C-contiguous (CuPy
+        copies it; cuBLAS reads a transposed or strided batch as stored) or batch dims that broadcast (CuPy
+        builds three pointer tables, a kernel per batch dim each, for a pointer-array batched call; a
+        broadcast operand is a batch stride of 0). A conv's product took CuPy ~120 us of host time
+        against ~30 us for a plain one (H200 profile, docs/bench/gpu/h200-2026-11-28)."""
         with self._cuda_device:
-            if self.capturing and a.dtype.kind in "fc" and b.dtype.kind in "fc":
+            if a.dtype.kind in "fc" and b.dtype.kind in "fc" and (self.capturing or _cupy_batch_extras(a, b)):
                 return cublas_graph.matmul(self.xp, a, b, out)
             if a.dtype.kind == "V" or b.dtype.kind == "V":   # bfloat16: a bfloat16 result (float32 accumulation)
                 y = self.xp.matmul(a, b)

@@ -150,6 +150,17 @@ def kernel(run, args=(), kind="other", name="kernel", count=1):
     return res
 
 
+def matmul_kernel(run, args, name, a, b, out=None):
+    """``kernel`` for a CuPy matmul of host arrays ``a`` @ ``b``: logged as matmul_launches says."""
+    if not all(isinstance(x, np.ndarray) and x.ndim for x in (a, b)):
+        return kernel(run, args, "cublas", name)      # scalar operands: CuPy raises, as run() will
+    (kind, n), *rest = matmul_launches(a, b, out if isinstance(out, np.ndarray) else None)
+    res = kernel(run, args, kind, name, n)
+    for kind, n in rest:
+        launch(kind, name, n)
+    return res
+
+
 def arrays_in(x):
     """The stand-in arrays in a result (an array, or lists and tuples of them)."""
     if type(x) is ndarray:
@@ -177,6 +188,48 @@ def index_launches(key):
     arrays = [p for p in key if isinstance(p, np.ndarray)]
     masks = sum(1 for p in arrays if p.dtype == np.bool_)
     return 1 + masks + 2 * max(0, len(arrays) - 1)
+
+
+def matmul_launches(a, b, out=None):
+    """[(kind, n)]: the kernels ``cupy.matmul(a, b, out=out)`` launches in CuPy 14
+    (cupy/_core/_routines_linalg.pyx), for host arrays ``a``, ``b`` (and ``out``). One cuBLAS call (one
+    reduction kernel for a 1x1 result of at most 2-d operands; one fill for an empty operand), and:
+    - at most 2-d (``dot``): a copy of each operand cuBLAS cannot read as it is stored (neither C- nor
+      F-contiguous), and of the result into an ``out`` that is not C-contiguous, of another dtype, or
+      overlapping an operand;
+    - more dims: a copy of each operand that is not C-contiguous (``ascontiguousarray``); where the
+      batch dims broadcast, cuBLAS's pointer-table batched call, whose tables take one ElementwiseKernel
+      per batch dim for each of a, b and the result (``_mat_ptrs``), and for 16-bit types misaligned
+      operands copied and a padded result copied out; a copy into an ``out`` that cannot take the
+      result directly."""
+    dt = np.result_type(a.dtype, b.dtype)
+    ndim = max(a.ndim, b.ndim)
+    copies = (a.dtype != dt) + (b.dtype != dt)                # operands cast to the result's type
+    if a.size == 0 or b.size == 0:
+        return [("fill", 1)]
+    out_copy = out is not None and (not out.flags.c_contiguous or out.dtype != dt
+                                    or np.may_share_memory(out, a) or np.may_share_memory(out, b))
+    if ndim <= 2:
+        a2 = a.reshape(1, -1) if a.ndim == 1 else a
+        b2 = b.reshape(-1, 1) if b.ndim == 1 else b
+        if a2.shape[0] == 1 and b2.shape[1] == 1:             # a 1x1 result: a mul-sum reduction
+            return [("reduction_kernel", 1), ("copy", copies + out_copy)]
+        copies += sum(not (x.flags.c_contiguous or x.flags.f_contiguous) for x in (a2, b2))
+        return [("cublas", 1), ("copy", copies + out_copy)]
+    copies += sum(not x.flags.c_contiguous for x in (a, b))
+    sa = (1,) * (ndim - a.ndim) + (a.shape[:-2] if a.ndim > 1 else ())
+    sb = (1,) * (ndim - b.ndim) + (b.shape[:-2] if b.ndim > 1 else ())
+    sa, sb = sa + (1,) * (ndim - 2 - len(sa)), sb + (1,) * (ndim - 2 - len(sb))
+    broadcast = any(x != y and 1 in (x, y) for x, y in zip(sa, sb))
+    ptrs = 3 * (ndim - 2) if broadcast else 0
+    if broadcast and dt.itemsize == 2 and dt.kind in "fV":    # float16/bfloat16: _align_16bit_broadcast
+        k = a.shape[-1]
+        align = 16 if k % 8 == 0 else 4 if k % 2 == 0 else 2
+        copies += sum(x.ctypes.data % align != 0 for x in (a, b))
+        rows, cols = (a.shape[-2] if a.ndim > 1 else 1), (b.shape[-1] if b.ndim > 1 else 1)
+        out_copy = out_copy or (out is None and rows * cols * 2 % align != 0) or (
+            out is not None and out.ctypes.data % align != 0)
+    return [("cublas", 1), ("elementwise_kernel", ptrs), ("copy", copies + out_copy)]
 
 
 # -- argument conversion ------------------------------------------------------------------------------
@@ -566,8 +619,9 @@ def _binary(fn, reflected=False, inplace=False):
                     fn(self._a, o)
                     return self
                 return wrap(fn(o, self._a) if reflected else fn(self._a, o), dev)
-        if fn is operator.matmul:                       # one cuBLAS GEMM (batched where 3-D and more)
-            return kernel(run, (self, other), "cublas", "ndarray.__matmul__")
+        if fn is operator.matmul:                       # a cuBLAS GEMM and what CuPy does around it
+            a, b = (o, self._a) if reflected else (self._a, o)
+            return matmul_kernel(run, (self, other), "ndarray.__matmul__", a, b)
         return kernel(run, (self, other), "ufunc", f"ndarray.__{fn.__name__}__")
     return method
 

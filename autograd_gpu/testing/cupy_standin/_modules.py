@@ -120,6 +120,9 @@ def _call(qualname, npf, check, args, kwargs, is_ufunc=False):
         return wrap(res, dev)
     if qualname.rsplit(".", 1)[-1] in _NO_KERNEL:
         return run()
+    if qualname == "cupy.matmul" and len(uargs) >= 2:        # the GEMM and CuPy's copies and pointer tables
+        return _core.matmul_kernel(run, (args, kwargs), qualname, uargs[0], uargs[1],
+                                   uargs[2] if len(uargs) > 2 else ukwargs.get("out"))
     kind, count = _launches(qualname, args, kwargs, is_ufunc)
     return _core.kernel(run, (args, kwargs), kind, qualname, count)
 
