@@ -28,22 +28,22 @@ def _shifted(xp, a, dim):
     return a - xp.where(xp.isfinite(m), m, 0)
 
 
-def _scale(xp, coef, reduction):
-    """Each element's factor in the reduced loss: coef (valid targets 1, ignored 0), divided by their sum
-    for 'mean' (a zero sum: zeros, so the gradient is 0, not nan; no branch on the sum, which a GPU or
-    ag.compile's trace would have to read back)."""
+def _scale(xp, coef, count, reduction):
+    """Each element's factor in the reduced loss: coef (valid targets 1, ignored 0), divided by their
+    ``count`` (coef's sum) for 'mean' (a zero count: zeros, so the gradient is 0, not nan; no branch on the
+    count, which a GPU or ag.compile's trace would have to read back)."""
     if reduction != "mean":
         return coef
-    return coef / xp.maximum(coef.sum(), 1)
+    return coef / xp.maximum(count, 1)
 
 
-def _reduce(losses, coef, reduction):
+def _reduce(losses, count, reduction):
     if reduction == "none":
         return losses
     out = losses.sum()
     if reduction == "mean":
         with np.errstate(invalid="ignore", divide="ignore"):
-            out = out / coef.sum()             # every target ignored: nan, as in PyTorch
+            out = out / count                  # every target ignored: nan, as in PyTorch
     return out
 
 
@@ -99,10 +99,13 @@ class NumpyLosses:
         """-logp[i, t_i] reduced (NllLoss's arithmetic), for class_targets' pair ``(t, ignore)`` (ignored
         targets contribute nothing); returns (loss, *state) for nll_loss_backward."""
         safe, valid = t, ignore
+        xp = self.xp
         coef = valid.astype(logp.dtype)
-        idx = safe[:, None]
-        losses = self.xp.take_along_axis(logp, idx, axis=1).reshape(coef.shape) * -coef
-        return _reduce(losses, coef, reduction), idx, _scale(self.xp, coef, reduction)
+        losses = logp[xp.arange(len(safe)), safe]     # a new array (take_along_axis would build its index in Python)
+        losses *= coef
+        xp.negative(losses, out=losses)
+        count = coef.sum()                            # the valid targets, summed once for the loss and its scale
+        return _reduce(losses, count, reduction), safe[:, None], _scale(xp, coef, count, reduction)
 
     def nll_loss_backward(self, grad, logp, t, ignore, state, reduction):
         """-grad * scale_i at each row's target column, zeros elsewhere (state: nll_loss's arrays)."""
