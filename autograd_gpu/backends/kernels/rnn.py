@@ -149,6 +149,64 @@ class NumpyRNN:
         return self.matmul_packed(dgh, w, 3 * H, H), dh * z
 
 
+    # -- a whole direction: the step methods above over ``steps`` (the time indices in the order they run) ---
+    # One backend call per layer and direction (nn/layers/rnn.py's fast paths), so that CupyRNN checks the
+    # dtypes, looks its kernel up and enters the device once, not every step. These loops call the step
+    # methods through ``self``: CuPy's fallback (float16, mixed dtypes) takes its per-step path unchanged, and
+    # under ag.compile's trace the step methods are the traced NumPy twins on either device.
+    def lstm_forward_steps(self, h, w, gx, c, A, C, TC, OUT, steps):
+        """lstm_step_forward at every t of ``steps``: gx (T, B, 4H); step t reads h, c (the initial
+        states, then the previous step's OUT, C) and writes A[t], C[t], TC[t], OUT[t]. Returns (h_n, c_n),
+        the last step's OUT and C (views)."""
+        for t in steps:
+            self.lstm_step_forward(h, w, gx[t], c, A[t], C[t], TC[t], OUT[t])
+            h, c = OUT[t], C[t]
+        return h, c
+
+    def lstm_backward_steps(self, dh, dout, dc, A, TC, C, c0, w, DA, steps):
+        """lstm_step_backward at every t of ``steps`` in reverse: dout (T, B, H) or None, dh, dc the
+        gradients of h_n, c_n (arrays or 0); c_{t-1} is the previous step's C (c0 before the first); writes
+        DA[t]. Returns the gradients of h0 and c0."""
+        for k in range(len(steps) - 1, -1, -1):
+            t = steps[k]
+            dh, dc = self.lstm_step_backward(dh, 0 if dout is None else dout[t], dc, A[t], TC[t],
+                                             C[steps[k - 1]] if k else c0, w, DA[t])
+        return dh, dc
+
+    def rnn_forward_steps(self, h, w, gx, OUT, steps, relu):
+        """rnn_step_forward at every t of ``steps``: gx, OUT (T, B, H). Returns h_n (a view of OUT)."""
+        for t in steps:
+            self.rnn_step_forward(h, w, gx[t], OUT[t], relu)
+            h = OUT[t]
+        return h
+
+    def rnn_backward_steps(self, dh, dout, OUT, w, DA, steps, relu):
+        """rnn_step_backward at every t of ``steps`` in reverse (dout (T, B, H) or None, dh an array or
+        0); writes DA[t]. Returns the gradient of h0."""
+        for k in range(len(steps) - 1, -1, -1):
+            t = steps[k]
+            dh = self.rnn_step_backward(dh, 0 if dout is None else dout[t], OUT[t], w, DA[t], relu)
+        return dh
+
+    def gru_forward_steps(self, h, w, b, gx, S, OUT, steps):
+        """gru_step_forward at every t of ``steps``: gx (T, B, 3H), S (T, B, 4H), OUT (T, B, H). Returns h_n
+        (a view of OUT)."""
+        for t in steps:
+            self.gru_step_forward(h, w, b, gx[t], S[t], OUT[t])
+            h = OUT[t]
+        return h
+
+    def gru_backward_steps(self, dh, dout, S, OUT, h0, w, DGX, DGH, steps):
+        """gru_step_backward at every t of ``steps`` in reverse (h_{t-1} the previous step's OUT, h0 before
+        the first; dout (T, B, H) or None, dh an array or 0); writes DGX[t], DGH[t]. Returns (dh, dhz), whose
+        sum is the gradient of h0."""
+        dhz = 0
+        for k in range(len(steps) - 1, -1, -1):
+            t = steps[k]
+            dh, dhz = self.gru_step_backward(dh, 0 if dout is None else dout[t], dhz, S[t],
+                                             OUT[steps[k - 1]] if k else h0, w, DGX[t], DGH[t])
+        return dh, dhz
+
 # CUDA C of the cells, one thread per (row, unit): the loop runs over the (B, H) arrays, i = b * H + j.
 # Gate arrays (B, k*H) are raw parameters read and written at b * k*H + gate * H + j (CuPy's raw indexing
 # is C-order whatever the strides), so a call passes each whole array, not k strided views: a kernel
@@ -245,8 +303,9 @@ _C_TYPES = {"float32": "float", "float64": "double"}
 
 def _kernel(xp, spec, dtype):
     """The ElementwiseKernel of ``spec`` (in_params, out_params, body, name; ``T`` the element type) for
-    float32 or float64: concrete types in the parameters, the C type in the body's declarations."""
-    key = (xp, spec, dtype.name)
+    float32 or float64: concrete types in the parameters, the C type in the body's declarations. Keyed by
+    the dtype object (NumPy's ``dtype.name`` is Python code, ~1.8 us a call)."""
+    key = (xp, spec, dtype)
     k = _kernels.get(key)
     if k is None:
         ins, outs, body, name = spec
@@ -313,3 +372,88 @@ class CupyRNN:
             dhz_out = self.xp.empty_like(h)
             _kernel(self.xp, _GRU_BWD, gates.dtype)(dh, dout, dhz, gates, h, h.shape[-1], dgx, dgh, dhz_out)
             return self.matmul(dgh, w), dhz_out
+
+
+    # -- a whole direction (NumpyRNN's *_steps): one dtype check, kernel lookup and device entry for all steps;
+    # each step makes the launches of the step methods above (its product and its cell kernel), with the same
+    # values. The product is CuPy's matmul, as CupyBackend.matmul calls it for two float matrices outside a
+    # CUDA graph's capture (which takes self.matmul: cuBLAS by pointer); no input is written.
+    def _mm(self):
+        return self.matmul if self.capturing else self.xp.matmul
+
+    def lstm_forward_steps(self, h, w, gx, c, A, C, TC, OUT, steps):
+        if not _fused(h, w, gx, c, A, C, TC, OUT):
+            return NumpyRNN.lstm_forward_steps(self, h, w, gx, c, A, C, TC, OUT, steps)
+        kern, mm, H = _kernel(self.xp, _LSTM_FWD, A.dtype), self._mm(), h.shape[-1]
+        with self._cuda_device:
+            for t in steps:
+                ht, ct = OUT[t], C[t]
+                kern(gx[t], mm(h, w), c, H, A[t], ct, TC[t], ht)
+                h, c = ht, ct
+        return h, c
+
+    def lstm_backward_steps(self, dh, dout, dc, A, TC, C, c0, w, DA, steps):
+        if not _fused(A, w, TC, C, c0, DA, dh, dc, 0 if dout is None else dout):
+            return NumpyRNN.lstm_backward_steps(self, dh, dout, dc, A, TC, C, c0, w, DA, steps)
+        xp, (_, B, H) = self.xp, TC.shape
+        kern, mm, dt = _kernel(xp, _LSTM_BWD, A.dtype), self._mm(), A.dtype
+        with self._cuda_device:
+            for k in range(len(steps) - 1, -1, -1):
+                t = steps[k]
+                da, dc_prev = DA[t], xp.empty((B, H), dtype=dt)
+                kern(dh, 0 if dout is None else dout[t], dc, A[t], TC[t], C[steps[k - 1]] if k else c0, H,
+                     da, dc_prev)
+                dh, dc = mm(da, w), dc_prev
+        return dh, dc
+
+    def rnn_forward_steps(self, h, w, gx, OUT, steps, relu):
+        if not _fused(h, w, gx, OUT):
+            return NumpyRNN.rnn_forward_steps(self, h, w, gx, OUT, steps, relu)
+        kern, mm = _kernel(self.xp, _RNN_FWD[bool(relu)], OUT.dtype), self._mm()
+        with self._cuda_device:
+            for t in steps:
+                ht = OUT[t]
+                kern(gx[t], mm(h, w), ht)
+                h = ht
+        return h
+
+    def rnn_backward_steps(self, dh, dout, OUT, w, DA, steps, relu):
+        if not _fused(OUT, w, DA, dh, 0 if dout is None else dout):
+            return NumpyRNN.rnn_backward_steps(self, dh, dout, OUT, w, DA, steps, relu)
+        kern, mm = _kernel(self.xp, _RNN_BWD[bool(relu)], OUT.dtype), self._mm()
+        with self._cuda_device:
+            for k in range(len(steps) - 1, -1, -1):
+                t = steps[k]
+                da = DA[t]
+                kern(dh, 0 if dout is None else dout[t], OUT[t], da)
+                dh = mm(da, w)
+        return dh
+
+    def gru_forward_steps(self, h, w, b, gx, S, OUT, steps):
+        if not _fused(h, w, gx, S, OUT, b):
+            return NumpyRNN.gru_forward_steps(self, h, w, b, gx, S, OUT, steps)
+        bias = not isinstance(b, (int, float))              # 0: the layer has no b_hh
+        kern, mm, H = _kernel(self.xp, _GRU_FWD[bias], S.dtype), self._mm(), h.shape[-1]
+        with self._cuda_device:
+            for t in steps:
+                ht = OUT[t]
+                if bias:
+                    kern(gx[t], mm(h, w), b, h, H, S[t], ht)
+                else:
+                    kern(gx[t], mm(h, w), h, H, S[t], ht)
+                h = ht
+        return h
+
+    def gru_backward_steps(self, dh, dout, S, OUT, h0, w, DGX, DGH, steps):
+        if not _fused(S, w, OUT, h0, DGX, DGH, dh, 0 if dout is None else dout):
+            return NumpyRNN.gru_backward_steps(self, dh, dout, S, OUT, h0, w, DGX, DGH, steps)
+        xp, (_, B, H) = self.xp, OUT.shape
+        kern, mm, dt, dhz = _kernel(xp, _GRU_BWD, S.dtype), self._mm(), S.dtype, 0
+        with self._cuda_device:
+            for k in range(len(steps) - 1, -1, -1):
+                t = steps[k]
+                dgh, dhz_out = DGH[t], xp.empty((B, H), dtype=dt)
+                kern(dh, 0 if dout is None else dout[t], dhz, S[t], OUT[steps[k - 1]] if k else h0, H, DGX[t],
+                     dgh, dhz_out)
+                dh, dhz = mm(dgh, w), dhz_out
+        return dh, dhz

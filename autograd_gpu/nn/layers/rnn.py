@@ -197,11 +197,13 @@ def _gru_backward(L, mode, rec, steps, dout, dh, dc, w_hh):
 
 
 # The array paths (first-order backward, no graph recorded): every per-sequence array is allocated once (gate
-# activations, cells, outputs, gate gradients) and each time step is one backend call each way
+# activations, cells, outputs, gate gradients) and each time step is one backend step each way
 # (backends/kernels/rnn.py): on the CPU the product (MKL's packed format) and in-place NumPy work, so a step
 # makes no allocation of (B, 4H) floats (glibc serves those with mmap: page faults each time); on CUDA one
 # cuBLAS product and one fused cell kernel. The weight gradient is one product over all steps after the
-# loop, reading h_{t-1} from the outputs. _lstm_forward/_lstm_backward and the others above stay the
+# loop, reading h_{t-1} from the outputs. The loop over the steps of one layer and direction is itself one
+# backend call (``lstm_forward_steps`` and the others), so CUDA checks dtypes, finds its kernel and enters the
+# device once per sequence, not per step. _lstm_forward/_lstm_backward and the others above stay the
 # reference (and, through _recorded_backward, RecurrenceBackward's own backward).
 class _Recycled:
     """Work arrays of the LSTM's fast path handed out again once nothing but this list refers to them (no
@@ -264,9 +266,7 @@ def _lstm_forward_fast(backend, gx, h, c, w_hh, steps):
     wt = _packed(backend, xp.ascontiguousarray(w_hh.T), B, h.dtype if h.dtype == gx.dtype else None)
     A, C = _recycled.empty(backend, (T, B, G), gx.dtype), _recycled.empty(backend, (T, B, H), gx.dtype)
     TC, OUT = _recycled.empty(backend, (T, B, H), gx.dtype), _recycled.empty(backend, (T, B, H), gx.dtype)
-    for t in steps:
-        backend.lstm_step_forward(h, wt, gx[t], c, A[t], C[t], TC[t], OUT[t])
-        h, c = OUT[t], C[t]
+    h, c = backend.lstm_forward_steps(h, wt, gx, c, A, C, TC, OUT, steps)
     return OUT, h.copy(), c, (A, C, TC, OUT)      # c_n: the last step's cell, which no step reads back
 
 
@@ -274,11 +274,8 @@ def _lstm_backward_fast(backend, rec, steps, h0, c0, w_hh, dout, dh, dc, need_w)
     A, C, TC, OUT = rec
     DA = _recycled.empty(backend, A.shape, A.dtype)
     w = _packed(backend, w_hh, h0.shape[0], A.dtype)       # dh = da @ w_hh every step
-    dh, dc = 0 if dh is None else dh, 0 if dc is None else dc
-    for k in range(len(steps) - 1, -1, -1):
-        t = steps[k]
-        dh, dc = backend.lstm_step_backward(dh, 0 if dout is None else dout[t], dc, A[t], TC[t],
-                                            C[steps[k - 1]] if k else c0, w, DA[t])
+    dh, dc = backend.lstm_backward_steps(0 if dh is None else dh, dout, 0 if dc is None else dc, A, TC, C, c0, w,
+                                         DA, steps)
     return DA, dh, dc, _weight_grad(backend, DA, OUT, h0, steps) if need_w else None
 
 
@@ -286,9 +283,7 @@ def _rnn_forward_fast(backend, mode, gx, h, w_hh, steps):
     xp, (T, B, H) = backend.xp, gx.shape
     wt = _packed(backend, xp.ascontiguousarray(w_hh.T), B, h.dtype if h.dtype == gx.dtype else None)
     OUT, relu = _recycled.empty(backend, (T, B, H), gx.dtype), mode == "RNN_RELU"
-    for t in steps:
-        backend.rnn_step_forward(h, wt, gx[t], OUT[t], relu)
-        h = OUT[t]
+    h = backend.rnn_forward_steps(h, wt, gx, OUT, steps, relu)
     return OUT, h.copy(), None, (OUT,)           # h_n a copy: an in-place edit of it must not change the output
 
 
@@ -296,9 +291,7 @@ def _rnn_backward_fast(backend, mode, rec, steps, h0, w_hh, dout, dh, need_w):
     OUT, = rec
     DA, relu = _recycled.empty(backend, OUT.shape, OUT.dtype), mode == "RNN_RELU"
     w, dh = _packed(backend, w_hh, h0.shape[0], OUT.dtype), 0 if dh is None else dh
-    for k in range(len(steps) - 1, -1, -1):
-        t = steps[k]
-        dh = backend.rnn_step_backward(dh, 0 if dout is None else dout[t], OUT[t], w, DA[t], relu)
+    dh = backend.rnn_backward_steps(dh, dout, OUT, w, DA, steps, relu)
     return DA, dh, _weight_grad(backend, DA, OUT, h0, steps) if need_w else None
 
 
@@ -307,20 +300,15 @@ def _gru_forward_fast(backend, gx, h, w_hh, b_hh, steps):
     wt = _packed(backend, xp.ascontiguousarray(w_hh.T), B, h.dtype if h.dtype == gx.dtype else None)
     S = _recycled.empty(backend, (T, B, 4 * H), gx.dtype)            # r, z, n, W_hn h + b_hn per step
     OUT, b = _recycled.empty(backend, (T, B, H), gx.dtype), 0 if b_hh is None else b_hh
-    for t in steps:
-        backend.gru_step_forward(h, wt, b, gx[t], S[t], OUT[t])
-        h = OUT[t]
+    h = backend.gru_forward_steps(h, wt, b, gx, S, OUT, steps)
     return OUT, h.copy(), None, (S, OUT)
 
 
 def _gru_backward_fast(backend, rec, steps, h0, w_hh, dout, dh, need_w, need_b):
     S, OUT = rec
     DGX, DGH = (_recycled.empty(backend, (*OUT.shape[:2], 3 * OUT.shape[-1]), OUT.dtype) for _ in range(2))
-    w, dh, dhz = _packed(backend, w_hh, h0.shape[0], OUT.dtype), 0 if dh is None else dh, 0
-    for k in range(len(steps) - 1, -1, -1):
-        t = steps[k]
-        dh, dhz = backend.gru_step_backward(dh, 0 if dout is None else dout[t], dhz, S[t],
-                                            OUT[steps[k - 1]] if k else h0, w, DGX[t], DGH[t])
+    w = _packed(backend, w_hh, h0.shape[0], OUT.dtype)
+    dh, dhz = backend.gru_backward_steps(0 if dh is None else dh, dout, S, OUT, h0, w, DGX, DGH, steps)
     dw = _weight_grad(backend, DGH, OUT, h0, steps) if need_w else None
     db = DGH.reshape(-1, DGH.shape[-1]).sum(0) if need_b else None
     return DGX, dh + dhz, dw, db
