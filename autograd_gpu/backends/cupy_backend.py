@@ -16,7 +16,8 @@ _import_error = None
 _simulated = False
 _global_seed = [None]
 # the dtypes cupyx.scatter_add takes with an index array, in CuPy 13 and 14 (CUDA atomicAdd)
-_ATOMIC_ADD = frozenset({"int32", "uint32", "uint64", "float16", "float32", "float64"})
+# (dtype objects: a set lookup, where NumPy's ``dtype.name`` is Python code)
+_ATOMIC_ADD = frozenset(np.dtype(n) for n in ("int32", "uint32", "uint64", "float16", "float32", "float64"))
 
 
 def _import_cupy():
@@ -245,7 +246,7 @@ class CupyBackend(*CUPY_MIXINS, Backend):
     # -- kernels where the namespaces differ ---------------------------------------------------
     def scatter_add(self, out, index, values):
         with self._cuda_device:
-            if out.dtype.name in _ATOMIC_ADD or out.dtype.kind not in "biuV":
+            if out.dtype in _ATOMIC_ADD or out.dtype.kind not in "biuV":
                 self.cupyx.scatter_add(out, index, values)
                 return
             if out.dtype.name == "bfloat16":      # no bfloat16 atomics in CuPy: add in float32, round once

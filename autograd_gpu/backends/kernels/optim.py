@@ -406,6 +406,8 @@ class NumpyOptim:
 # (testing/cupy_standin/_csubset.py, raw parameters included).
 _KERNELS = {}
 _CTYPES = {"float16": "float16", "float32": "float32", "float64": "float64"}
+# the same keyed by the dtype object: one dict lookup a call (NumPy's ``dtype.name`` is Python code)
+_CTYPE_OF = {np.dtype(n): t for n, t in _CTYPES.items()}
 _C_LOCAL = {"float16": "float16", "float32": "float", "float64": "double"}
 # CUDA passes kernel arguments in 4 KiB: a raw 1-d array is a CArray of 32 bytes (pointer, size, shape,
 # strides; 16 more per extra dimension), a number 8; a bucket with more parameters than fit takes one
@@ -573,10 +575,10 @@ class CupyOptim:
     array ops of NumpyOptim on CuPy."""
 
     def _optim_kernel(self, family, dtype, source, flags, k=1):
-        key = (self.xp, family, dtype.name, flags, k)     # per CuPy module: the stand-in's are not real ones
+        key = (self.xp, family, dtype, flags, k)     # per CuPy module: the stand-in's are not real ones
         kern = _KERNELS.get(key, False)
         if kern is False:
-            t = _CTYPES.get(dtype.name)
+            t = _CTYPE_OF.get(dtype)
             kern = None
             if t is not None:
                 ins, outs, body, *temps = source(*flags)
@@ -594,7 +596,7 @@ class CupyOptim:
         if not rows:
             return True
         dtype = rows[0][1].dtype
-        if dtype.name not in _CTYPES:
+        if dtype not in _CTYPE_OF:
             return False
         budget = _ARG_BYTES - 8 * len(numbers)
         chunk, used = [], 0
