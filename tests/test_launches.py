@@ -35,13 +35,16 @@ BUDGET = {                      # measured first (stand-in counter, before any f
     #                             conv weight gradients summed into w's shape (no copy into .grad); the conv
     #                             products one cuBLAS call each by pointer (CuPy's matmul: 59, its pointer
     #                             tables for the weights broadcast over the batch, 6 kernels a product)
-    "transformer_step": 152,    # layer norm 3+5, attention softmax 3+2, GELU 1+1, Adam 2 (28 params in 2 chunks);
+    "transformer_step": 130,    # layer norm 3+5, attention softmax 3+2, GELU 1+1, Adam 2 (28 params in 2 chunks);
     #                             layer norm's weight and bias gradients not reshaped views (10 copies fewer).
     #                             136 until the counter counted CuPy's matmul copies (its ascontiguousarray of
-    #                             a non-C-contiguous batched operand): 20 more, of which 4 are gone (transposed
-    #                             operands read as stored by cuBLAS by pointer) and 16 remain: attention's
-    #                             q, k, v and output gradient are (N, H, L, hd) views of (N, L, H, hd) memory,
-    #                             whose batch dims no single stride spans, copied once per product
+    #                             a non-C-contiguous batched operand): 20 more, of which 4 went (transposed
+    #                             operands read as stored by cuBLAS by pointer). 152 -> 130: attention's q, k,
+    #                             v ((N, H, L, hd) views of the (N, L, 3E) projection, no single batch stride)
+    #                             split into one (3, N, H, L, hd) buffer by one copy, the output's gradient
+    #                             made contiguous once, q, k, v's gradients written stacked and merged back by
+    #                             one copy: 4 copies a layer where there were 15 (8 in the products, 3 reshapes
+    #                             and 3 concatenated in the gradients' way back, 1 merging the heads, kept)
     "lstm_step": 297,           # one cuBLAS product and one cell kernel per layer-timestep each way
 }
 # the per-op chain of benchmarks' op_overhead (x*w, +0.5, tanh, *1.1 cycled, then a sum): launches per op

@@ -9,6 +9,7 @@ from ... import creation
 from ...tensor import Tensor
 from ...ops.linalg import matmul
 from ...ops.reduction import mean
+from ...ops.nn.attention import _split_heads
 from .linear import Linear
 from .. import functional as F
 
@@ -73,17 +74,19 @@ class MultiheadAttention(Module):
             init.zeros_(self.out_proj.bias)
 
     def _project(self, query, key, value):
-        """q, k, v = the input projections of query, key and value (batch first)."""
-        e, b = self.embed_dim, self.in_proj_bias
+        """q, k, v (N, H, L, head_dim) = the input projections of query, key and value (batch first), split
+        into heads (views of the projections; on CUDA C-contiguous copies, made once: _split_heads)."""
+        e, b, h = self.embed_dim, self.in_proj_bias, self.num_heads
         bq, bk, bv = (None, None, None) if b is None else (b[:e], b[e:2 * e], b[2 * e:])
         if self._qkv_same_embed_dim:
             w = self.in_proj_weight
             if query is key and key is value:                  # self-attention: one matrix product
-                return F.linear(query, w, b).chunk(3, dim=-1)
+                return _split_heads(F.linear(query, w, b), h, 3)
             wq, wk, wv = w[:e], w[e:2 * e], w[2 * e:]
         else:
             wq, wk, wv = self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
-        return F.linear(query, wq, bq), F.linear(key, wk, bk), F.linear(value, wv, bv)
+        return (_split_heads(F.linear(query, wq, bq), h), _split_heads(F.linear(key, wk, bk), h),
+                _split_heads(F.linear(value, wv, bv), h))
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
@@ -100,10 +103,7 @@ class MultiheadAttention(Module):
         elif not self.batch_first:
             query, key, value = query.swapaxes(0, 1), key.swapaxes(0, 1), value.swapaxes(0, 1)
         n, tgt, src, h, hd = query.shape[0], query.shape[1], key.shape[1], self.num_heads, self.head_dim
-        q, k, v = self._project(query, key, value)
-        q = q.reshape(n, tgt, h, hd).permute(0, 2, 1, 3)                 # (N, H, L, hd)
-        k = k.reshape(n, src, h, hd).permute(0, 2, 1, 3)                 # (N, H, S, hd)
-        v = v.reshape(n, src, h, hd).permute(0, 2, 1, 3)                 # (N, H, S, hd)
+        q, k, v = self._project(query, key, value)                      # (N, H, L, hd), (N, H, S, hd) twice
         mask = self._mask(attn_mask, key_padding_mask, is_causal, n, tgt, src, q.dtype, query.device)
         p = self.dropout if self.training else 0.0
         if need_weights:      # the weights are wanted: the composed chain keeps them (as PyTorch does)

@@ -3,6 +3,7 @@ in-place passes over the scores; on the CPU a causal mask skips the keys a query
 import builtins
 import math
 
+from ... import _trace_hooks
 from ...autograd.function import Function
 from ...dtypes import is_floating, bfloat16
 from ...tensor import Tensor
@@ -28,6 +29,122 @@ def _laid_out_like(backend, a, shape):
     if backend.name != "numpy" or len(shape) != a.ndim:
         return None
     return backend.xp.empty_like(a, shape=shape)
+
+
+def _batch_strided(x):
+    """Whether cuBLAS's strided-batched product reads ``x`` (..., r, c) as stored: its batch dims collapse to
+    one stride (size-1 dims aside) and each matrix is row- or column-major. Attention's heads, (N, H, L, E)
+    views of (N, L, H, E) memory, do not: CuPy and cuBLAS by pointer copy such an operand in every product."""
+    shape, strides = x.shape, x.strides
+    r, c = shape[-2:]
+    s0, s1 = strides[-2:]
+    isz = x.itemsize
+    if not ((s1 == isz or c == 1) and s0 >= builtins.max(c, 1) * isz
+            or (s0 == isz or r == 1) and s1 >= builtins.max(r, 1) * isz):
+        return False
+    step = None
+    for n, st in zip(reversed(shape[:-2]), reversed(strides[:-2])):
+        if n == 1:
+            continue
+        if st == 0 or step is not None and st != step:    # (a broadcast batch: cuBLAS by pointer copies it)
+            return False
+        step = st * n
+    return True
+
+
+def _stack_of(xs):
+    """The C-contiguous (len(xs), ...) array whose consecutive slices the arrays ``xs`` are, else None (always
+    while ag.compile traces: where its arrays lie in memory is not part of the program it records)."""
+    if _trace_hooks.state.t is not None:
+        return None
+    a = xs[0]
+    base = a.base
+    if (base is None or a.size == 0 or base.shape != (len(xs),) + a.shape or base.dtype != a.dtype
+            or not base.flags.c_contiguous):
+        return None
+    at, step = _address(base), a.nbytes
+    for i, x in enumerate(xs):
+        if x is None or x.dtype != a.dtype or x.shape != a.shape or _address(x) != at + i * step:
+            return None
+    return base
+
+
+def _address(a):
+    """Where the array's first element lies (a device pointer for CuPy's arrays)."""
+    i = getattr(a, "__cuda_array_interface__", None)
+    return (i if i is not None else a.__array_interface__)["data"][0]
+
+
+def _heads_perm(b):
+    """Axes taking (*B, L, parts, H, E) (b batch dims) to (parts, *B, H, L, E)."""
+    return (b + 1,) + tuple(range(b)) + (b + 2, b, b + 3)
+
+
+class SplitHeads(Function):
+    # (..., L, parts*H*E) -> ``parts`` tensors (..., H, L, E), each C-contiguous, from one transposing copy
+    # into one (parts, ..., H, L, E) buffer: on CUDA the attention's products then read every operand as
+    # stored (as views of the packed projection their batch dims (N, H) have no single stride, and each
+    # product copied them again: 3 in the forward and 3 in the backward for q, k and v). The gradients
+    # come back the same way (MergeHeads): one copy when they are slices of one buffer, as attention's
+    # backward writes them for such inputs.
+    batch_rule = batching.loop
+    materialize_grads = False     # a gradient not reaching a part is zeros there (MergeHeads fills it)
+
+    @staticmethod
+    def forward(ctx, x, heads, parts):
+        xp = ctx.xp
+        lead, (L, e) = x.shape[:-2], x.shape[-2:]
+        ctx.shape = x.shape
+        a = x.data.reshape(lead + (L, parts, heads, e // (parts * heads)))
+        s = xp.ascontiguousarray(a.transpose(_heads_perm(len(lead))))
+        return tuple(ctx.wrap(s[i]) for i in range(parts)) if parts > 1 else ctx.wrap(s[0])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return MergeHeads.apply(ctx.shape, *grads), None, None
+
+
+class MergeHeads(Function):
+    """SplitHeads' gradient: ``parts`` tensors (..., H, L, E) (None: zeros) back into one (..., L, parts*H*E)
+    in the packed layout, by one copy when they are consecutive slices of one buffer."""
+    batch_rule = batching.loop
+
+    @staticmethod
+    def forward(ctx, shape, *gs):
+        xp = ctx.xp
+        arrays = [None if g is None else g.data for g in gs]
+        like = next(a for a in arrays if a is not None)
+        ctx.heads, ctx.parts = like.shape[-3], len(gs)
+        b = like.ndim - 3
+        inverse = tuple(sorted(range(b + 4), key=_heads_perm(b).__getitem__))
+        stacked = _stack_of(arrays) if all(a is not None for a in arrays) else None
+        if stacked is not None:
+            out = xp.ascontiguousarray(stacked.transpose(inverse))
+        else:
+            h, L, e = like.shape[-3:]
+            out = xp.empty(like.shape[:-3] + (L, len(gs), h, e), dtype=like.dtype)
+            for i, a in enumerate(arrays):
+                if a is None:
+                    out[..., i, :, :] = 0
+                else:
+                    out[..., i, :, :] = xp.swapaxes(a, -2, -3)
+        return ctx.wrap(out.reshape(shape))
+
+    @staticmethod
+    def backward(ctx, grad):
+        gs = SplitHeads.apply(grad, ctx.heads, ctx.parts)
+        return (None,) + (gs if ctx.parts > 1 else (gs,))
+
+
+def _split_heads(x, heads, parts=1):
+    """(..., L, parts*E) -> ``parts`` tensors (..., heads, L, E // heads) (one when parts is 1): views of x
+    (NumPy's matmul reads their strided batches as stored), C-contiguous copies from one SplitHeads on CUDA."""
+    if x.device.backend.name != "cupy":
+        e = x.shape[-1] // parts
+        out = tuple(c.reshape(x.shape[:-1] + (heads, e // heads)).swapaxes(-2, -3)
+                    for c in (x.chunk(parts, dim=-1) if parts > 1 else (x,)))
+        return out if parts > 1 else out[0]
+    return SplitHeads.apply(x, heads, parts)
 
 
 def _sdpa_rule(cls, args, kwargs):
@@ -79,7 +196,10 @@ class AttentionBackward(Function):
     none) as one op on arrays: dP and dS share one buffer; the scale in dS (softmax_takes_scale), or on the
     (L, E) arrays (dK from the saved q * scale); the blocked causal path on the CPU. Differentiable again: its
     own backward recomputes the probabilities from q and k as recorded ops and runs the second derivative
-    through the two products around the softmax's backward."""
+    through the two products around the softmax's backward. On CUDA every product reads its operands as
+    stored: the output's gradient, when its batch dims have no single stride (a view of out_proj's gradient),
+    is made C-contiguous once, and where q, k, v are the slices of one buffer (SplitHeads) their gradients are
+    written into one such buffer, which MergeHeads takes back to the packed projection's layout by one copy."""
     batch_rule = batching.loop
     materialize_grads = False     # a gradient not wanted is None (and so is its gradient's gradient)
 
@@ -95,11 +215,19 @@ class AttentionBackward(Function):
                 gq *= scale
             return gq, gk, gv, None
 
-        def product(a, b, like):       # a @ b, laid out in memory as the input it is the gradient of
-            return mm(a, b, out=_laid_out_like(backend, like, like.shape) if a.shape[:-1] + b.shape[-1:] == like.shape
-                      else None)
-        gv = _sum_to_array(product(xp.swapaxes(p if keep is None else p * keep, -1, -2), g, v), v.shape) if need_v \
-            else None
+        outs = None
+        if backend.name == "cupy":     # every product reads its operands as stored (see SplitHeads)
+            if not _batch_strided(g):
+                g = xp.ascontiguousarray(g)          # once, not in each of the two products that read it
+            if need_q and need_k and need_v and _stack_of([q, k, v]) is not None:
+                outs = xp.empty((3,) + q.shape, dtype=q.dtype)    # gq, gk, gv stacked as q, k, v are
+
+        def product(a, b, like, i):    # a @ b, laid out in memory as the input it is the gradient of
+            if a.shape[:-1] + b.shape[-1:] != like.shape:
+                return mm(a, b)
+            return mm(a, b, out=outs[i] if outs is not None else _laid_out_like(backend, like, like.shape))
+        gv = _sum_to_array(product(xp.swapaxes(p if keep is None else p * keep, -1, -2), g, v, 2), v.shape) \
+            if need_v else None
         if not (need_q or need_k or need_mask):
             return None, None, gv, None
         ds = mm(g, xp.swapaxes(v, -1, -2))           # dP, then dS = P * (dP - sum(dP * P)) in place
@@ -112,12 +240,12 @@ class AttentionBackward(Function):
             ds = ds * backend.scalar(scale, ds.dtype)     # a new array: gmask may be ds itself
         gq = gk = None
         if need_q:
-            gq = product(ds, k, q)
+            gq = product(ds, k, q, 0)
             if not node.folded:
                 gq *= scale
             gq = _sum_to_array(gq, q.shape)
         if need_k:
-            gk = _sum_to_array(product(xp.swapaxes(ds, -1, -2), node.qs, k), k.shape)
+            gk = _sum_to_array(product(xp.swapaxes(ds, -1, -2), node.qs, k, 1), k.shape)
         return gq, gk, gv, gmask
 
     @staticmethod
