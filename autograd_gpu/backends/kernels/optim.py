@@ -563,10 +563,6 @@ def _multi_source(ins, outs, body, k, t, temps=()):
     return ", ".join(in_params), ", ".join(out_params), op
 
 
-def _arg_bytes(a):
-    return 16 + 16 * max(a.ndim, 1)
-
-
 class CupyOptim:
     """CuPy implementations (mixed into CupyBackend): one kernel launch per bucket (its non-empty
     parameters; more than fit in CUDA's 4 KiB of kernel arguments, or _MAX_SLOTS, take one launch per
@@ -591,26 +587,37 @@ class CupyOptim:
     def _launch(self, family, source, flags, numbers, rows):
         """Update every parameter of ``rows`` ([g, p, state...] a parameter, same dtype): one launch per
         chunk of parameters whose arrays fit the argument space; False where the dtype has no kernel."""
-        rows = [[a.reshape(-1) if a.flags.c_contiguous and a.ndim != 1 else a for a in r]
-                for r in rows if r[1].size]
-        if not rows:
+        # plain loops, no generator per parameter: this runs every step for every parameter (host time on CUDA)
+        flat, costs = [], []
+        for r in rows:
+            if r[1].size:
+                q, cost = [], 8
+                for a in r:
+                    if a.ndim != 1 and a.flags.c_contiguous:
+                        a = a.reshape(-1)
+                    q.append(a)
+                    cost += 16 + 16 * (a.ndim or 1)     # a raw array's CArray: pointer, size, shape, strides
+                flat.append(q)
+                costs.append(cost)
+        if not flat:
             return True
-        dtype = rows[0][1].dtype
+        dtype = flat[0][1].dtype
         if dtype not in _CTYPE_OF:
             return False
         budget = _ARG_BYTES - 8 * len(numbers)
         chunk, used = [], 0
-        for r in rows + [None]:
-            cost = None if r is None else sum(_arg_bytes(a) for a in r) + 8
+        flat.append(None)
+        costs.append(None)
+        for r, cost in zip(flat, costs):
             if chunk and (r is None or used + cost > budget or len(chunk) == _MAX_SLOTS):
-                k = len(chunk)
-                kern = self._optim_kernel(family, dtype, source, flags, k)
-                offs, n = [], 0
+                kern = self._optim_kernel(family, dtype, source, flags, len(chunk))
+                firsts, offs, rest, n = [], [], [], 0
                 for c in chunk:
+                    firsts.append(c[0])
+                    rest += c[1:]
                     n += c[1].size
                     offs.append(n)
-                kern(*(c[0] for c in chunk), *offs[:-1], *numbers,
-                     *(a for c in chunk for a in c[1:]), size=n)
+                kern(*firsts, *offs[:-1], *numbers, *rest, size=n)
                 chunk, used = [], 0
             if r is not None:
                 chunk.append(r)
