@@ -218,7 +218,7 @@ class CupyActivations:
     # (a kernel object is always true): once built, no Python call, so each costs CUDA no more Python calls
     # than its NumPy twin costs the CPU (issue 23: Python calls per op on CUDA no more than on the CPU).
     def _k(self, name, dtype):
-        return kernel(self.xp, name, dtype)
+        return _built.get((self.xp, name, dtype.char)) or kernel(self.xp, name, dtype)
 
     def relu_backward(self, g, y):
         """grad * (y > 0): relu's backward from its saved output (equals ReluBackward). One kernel."""

@@ -15,7 +15,7 @@ import builtins
 
 import numpy as np
 
-from .activations import kernel
+from .activations import _built, kernel
 
 # -- CPU ------------------------------------------------------------------------------------------------
 
@@ -172,8 +172,8 @@ _REDUCTIONS = {
 class CupyNorms:
     """CuPy implementations (mixed into CupyBackend): kernels built once per dtype and cached."""
 
-    def _nk(self, name, dtype):
-        return kernel(self.xp, name, dtype, _ELEMENTWISE, _REDUCTIONS)
+    def _nk(self, name, dtype):        # built: one dict get, no further call (a kernel object is always true)
+        return _built.get((self.xp, name, dtype.char)) or kernel(self.xp, name, dtype, _ELEMENTWISE, _REDUCTIONS)
 
     def layer_norm(self, x, w, b, eps):
         """((x - mean) / sqrt(var + eps) * w + b over each row of x, saved): a row sum, a centred sum of
