@@ -549,7 +549,7 @@ def _launches(fn):
     (lambda a, b, i: a.__iadd__(b), "ufunc", 1),                     # in place: still one kernel
     (lambda a, b, i: cp.exp(a, out=b), "ufunc", 1),
     (lambda a, b, i: -a, "ufunc", 1),
-    (lambda a, b, i: cp.where(a > 0, a, b), "ufunc", 2),             # the comparison and the where
+    (lambda a, b, i: cp.where(a > 0, a, b), "ufunc", 3),             # the comparison, astype('?') and the where
     (lambda a, b, i: a.sum(axis=(0, 1)), "reduction", 1),            # several axes: one kernel
     (lambda a, b, i: a.max(), "reduction", 1),
     (lambda a, b, i: cp.argmax(a, axis=1), "reduction", 1),
@@ -631,11 +631,11 @@ def test_count_launches_counts_user_kernels_masks_graphs_and_nests():
     with cupy_standin.count_launches() as outer:
         with cupy_standin.count_launches() as inner:
             k(a)                                           # two outputs, one launch
-            r(a)
+            r(a)                                           # over every axis: CUB's two passes
         a[a > 2]                                           # the mask's comparison, its scan and the gather
-    assert inner.launches == 2 and inner.events == [("elementwise_kernel", "two_outputs"),
-                                                    ("reduction_kernel", "sq")]
-    assert outer.launches == 5 and outer.by_kind["gather"] == 2
+    assert inner.launches == 3 and inner.events == [("elementwise_kernel", "two_outputs"),
+                                                    ("reduction_kernel", "sq"), ("reduction_kernel", "sq")]
+    assert outer.launches == 6 and outer.by_kind["gather"] == 1 and outer.by_kind["other"] == 1
     s = cp.cuda.Stream()
     with s:
         s.begin_capture()
@@ -646,3 +646,80 @@ def test_count_launches_counts_user_kernels_masks_graphs_and_nests():
         g.launch(s)
     assert log.launches == 1 and log.events == [("graph", "Graph.launch")]
     assert repr(log) == "LaunchLog(launches=1, graph=1)"
+
+
+def _rk1():
+    return cp.ReductionKernel("T x", "T y", "x * x", "a + b", "y = a", "0", "sq")
+
+
+def _rk2():
+    return cp.ReductionKernel("T x, T w", "T y", "x * w", "a + b", "y = a", "0", "dot2")
+
+
+def _ek():
+    return cp.ElementwiseKernel("T x", "T y", "y = x + 1", "plus_one")
+
+
+@pytest.mark.parametrize("call, by_kind", [
+    # ufuncs (cupy/_core/_kernel.pyx, ufunc.__call__): nothing for an empty shape; an input overlapping a given
+    # output without being that array object is copied first (_copy_in_args_if_needed)
+    (lambda: cp.exp(_f32(0, 3)), {}),
+    (lambda: _f32(4, 0) + 1, {}),
+    (lambda: -_f32(0), {}),
+    (lambda: (lambda a: a.__iadd__(a))(_f32(3, 3)), {"ufunc": 1}),                  # the same object: no copy
+    (lambda: (lambda a: a.__iadd__(a.T))(_f32(3, 3)), {"copy": 1, "ufunc": 1}),
+    (lambda: (lambda a: cp.multiply(a[::-1], 2, out=a))(_f32(6)), {"copy": 1, "ufunc": 1}),
+    (lambda: (lambda a: cp.multiply(a[:3], 2, out=a[3:]))(_f32(6)), {"ufunc": 1}),   # disjoint halves
+    (lambda: (lambda a: cp.add(a, a, a))(_f32(4)), {"ufunc": 1}),                  # positional out
+    (lambda: cp.where(_f32(3) > 1, _f32(3), _f32(3)), {"ufunc": 2, "copy": 1}),     # condition.astype('?')
+    # user kernels: ElementwiseKernel skips an empty loop; ReductionKernel an empty result, and one input
+    # reduced over every axis takes CUB's block reduction in two passes (_cub_reduction.pyx)
+    (lambda: _ek()(_f32(0, 4)), {}),
+    (lambda: _rk1()(_f32(3, 4)), {"reduction_kernel": 2}),
+    (lambda: _rk1()(_f32(3, 4), axis=1), {"reduction_kernel": 1}),
+    (lambda: _rk1()(_f32(3, 4)[:, ::2]), {"reduction_kernel": 1}),                 # not contiguous: no CUB
+    (lambda: _rk2()(_f32(3, 4), _f32(3, 4)), {"reduction_kernel": 1}),             # two inputs: no CUB
+    (lambda: _rk1()(_f32(0, 4), axis=1), {}),
+    # reductions, CUB on (CuPy's default, cupy/cuda/cub.pyx cub_reduction)
+    (lambda: _f32(3, 4).sum(), {"reduction": 1}),                                  # one CUB tile
+    (lambda: _f32(64, 128).sum(), {"reduction": 2}),                               # DeviceReduce: two passes
+    (lambda: _f32(64, 128).astype(cp.float64).sum(), {"copy": 1, "reduction": 2}), # 8192 eight-byte items: 2 passes
+    (lambda: cp.asfortranarray(_f32(3, 4)).sum(), {"copy": 2, "reduction": 1}),   # F-ordered: made C first
+    (lambda: _f32(3, 4).sum(axis=1), {"reduction": 1}),                            # DeviceSegmentedReduce
+    (lambda: _f32(3, 4).sum(axis=0), {"reduction": 1}),                            # CuPy's reduction kernel
+    (lambda: _f32(3, 4).sum(axis=1, out=_f32(3)), {"reduction": 1, "copy": 1}),    # out[...] = y
+    (lambda: _f32(3, 4).sum(axis=0, out=_f32(4)), {"reduction": 1}),               # the kernel writes out
+    (lambda: _f32(3, 4).argmax(), {"reduction": 1, "copy": 1}),                    # the index cast to int64
+    (lambda: _f32(3, 4).mean(), {"reduction": 1, "ufunc": 1}),                     # CUB's sum, true_divide
+    (lambda: _f32(3, 4).mean(axis=0), {"reduction": 1}),                           # CuPy's mean kernel
+    (lambda: cp.arange(12, dtype=cp.int32).sum(), {"fill": 1, "reduction": 2}),    # no CUB sum of int32
+    (lambda: cp.arange(12).mean(), {"fill": 1, "reduction": 2, "copy": 1}),        # float64 sum, astype
+    (lambda: (_f32(3, 4) > 2).any(), {"ufunc": 1, "reduction": 2}),
+    (lambda: _f32(0, 4).sum(axis=1), {}),
+    # a[basic index] = device array (_routines_indexing.pyx _scatter_op): the same memory skipped, one memcpy
+    # for the same layout, else elementwise_copy (a ufunc: overlap copied first)
+    (lambda: (lambda a: a.__setitem__(Ellipsis, a))(_f32(3, 4)), {}),
+    (lambda: (lambda a: a.__setitem__(Ellipsis, a[None]))(_f32(3, 4)), {}),           # leading unit dims squeezed
+    (lambda: _f32(3, 4).__setitem__(Ellipsis, _f32(3, 4)), {"copy": 1}),
+    (lambda: (lambda a: a.__setitem__(slice(1, None), a[:-1]))(_f32(6)), {"copy": 1}),   # memcpy, overlap or not
+    (lambda: (lambda a: a.__setitem__((slice(None), slice(1, None)), a[:, :-1]))(_f32(4, 4)), {"copy": 2}),
+    (lambda: _f32(3, 4).__setitem__(slice(3, None), _f32(0, 4)), {}),
+    (lambda: _f32(3, 4).__setitem__(slice(3, None), 1.0), {}),
+    # advanced indices: several arrays fold into one flat index (a fill, one kernel each), a mask is scanned
+    (lambda: _f32(3, 4)[cp.arange(2), cp.arange(2)], {"fill": 3, "elementwise_kernel": 2, "gather": 1}),  # 2 aranges
+    (lambda: _f32(3, 4)[:, _f32(4) > 2], {"ufunc": 1, "other": 2, "gather": 1}),     # broadcast mask: 2 scans
+    (lambda: _f32(2000)[_f32(2000) > 2], {"ufunc": 1, "other": 3, "gather": 1}),     # > 512: scan, scan, add
+    (lambda: _f32(3, 4)[cp.arange(0)], {"fill": 1}),                                 # empty: no take
+    (lambda: _f32(3, 4).__setitem__(cp.arange(2), cp.ones(4)), {"fill": 2, "scatter": 1, "copy": 1}),  # f64 cast
+    (lambda: cupyx.scatter_add(_f32(3, 4), slice(0, 2), _f32(2, 4)), {"ufunc": 1}),  # basic: add in place
+    # copies made through other routines
+    (lambda: cp.concatenate([_f32(2, 3), _f32(0, 3)]), {"copy": 1}),                # an empty input copies nothing
+    (lambda: cp.asarray(_f32(3), dtype=cp.float64), {"copy": 1}),                   # another dtype: astype
+    (lambda: _f32(0, 3).astype(cp.float64), {}),
+])
+def test_count_launches_follows_cupy_routines(call, by_kind):
+    """The launches of CuPy 14's routines, read from its source (each rule's docstring in _core.py names the
+    file and function). _f32 copies its operand in from the host (no launch); cp.arange and cp.ones are
+    counted as the fills they are."""
+    log = _launches(call)
+    assert {k: v for k, v in log.by_kind.items() if v} == by_kind, log.events

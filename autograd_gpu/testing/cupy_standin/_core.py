@@ -146,7 +146,12 @@ def kernel(run, args=(), kind="other", name="kernel", count=1):
     cap = getattr(_local, "capture", None)
     res = run() if cap is None else cap.record(run, args)
     if _launch_logs:
-        launch(kind, name, count(res) if callable(count) else count)
+        n = count(res) if callable(count) else count
+        if type(n) is list:                 # several kinds: [(kind, n)], as the *_launches rules give
+            for k, m in n:
+                launch(k, name, m)
+        else:
+            launch(kind, name, n)
     return res
 
 
@@ -180,14 +185,205 @@ def is_view(res, args):
     return all(any(np.may_share_memory(r._a, b) for b in bufs) for r in got)
 
 
-def index_launches(key):
-    """Kernels CuPy launches for an advanced index (NumPy form ``key``): one gather or scatter; a boolean
-    mask adds its scan (CuPy counts the true entries with a cumsum first); each further index array
-    adds two elementwise kernels that fold it into one flat index (conservative: CuPy's
-    _prepare_multiple_array_indexing)."""
+def scan_launches(n):
+    """Kernels CuPy's internal prefix sum launches over ``n`` elements (cupy/_core/_routines_math.pyx,
+    ``scan``): one blocked-scan kernel over chunks of 512 (2 x 256 threads); past one chunk, the chunks'
+    sums are scanned again (recursively) and added back by one more kernel."""
+    k = 1
+    while n > 512:
+        n = -(-(n - 511) // 512)          # out[511::512]: the last element of each full chunk
+        k += 2
+    return k
+
+
+def index_launches(key, shape, value=None, target=None, setting=False):
+    """[(kind, n)]: the kernels CuPy 14 launches to get or set ``a[key]`` (NumPy form ``key``, with at least
+    one index array; ``shape`` is a's) (cupy/_core/_routines_indexing.pyx):
+    - one integer index array: one take (``_take_kernel``) or scatter (``_scatter_*_kernel``) kernel;
+    - one boolean mask: its scan (``_prepare_mask_indexing_single``: scan_launches; a mask that does not
+      cover ``a`` from its first axis is broadcast and scanned a second time), then one mask kernel; a
+      mask that is not C-contiguous is copied by ``ravel`` first;
+    - several index arrays (``_prepare_multiple_array_indexing``): the flat index is zero-filled, each
+      integer array folded into it by one ``cupy_prepare_array_indexing`` kernel, each boolean mask first
+      turned into ``mask.ndim`` integer arrays by ``_ndarray_argwhere`` (its scan and a nonzero kernel;
+      the true count is read back), then one take or scatter kernel.
+    Setting (``setting``; ``value`` the host buffer of a device value, ``target`` a's dtype) adds the
+    cast ``value.astype(a.dtype, copy=False)`` makes when the dtypes differ (a host value is cast as it
+    is copied in). Nothing runs where the result is
+    empty; that is left to the caller."""
     arrays = [p for p in key if isinstance(p, np.ndarray)]
-    masks = sum(1 for p in arrays if p.dtype == np.bool_)
-    return 1 + masks + 2 * max(0, len(arrays) - 1)
+    out = []
+    if len(arrays) == 1:
+        m = arrays[0]
+        if m.dtype == np.bool_:
+            axis = 0
+            for p in key:
+                if p is m:
+                    break
+                axis += len(shape) - sum(_axes_used(q) for q in key) if p is Ellipsis else _axes_used(p)
+            if m.size:
+                out.append(("other", scan_launches(m.size) + (not m.flags.c_contiguous)))
+                if not (m.ndim == len(shape) and axis == 0):
+                    out.append(("other", scan_launches(int(np.prod(shape)))))
+            out.append(("scatter" if setting else "gather", 1))
+        else:
+            out.append(("scatter" if setting else "gather", 1))
+    else:
+        folds = 0
+        for p in arrays:
+            if p.dtype == np.bool_:
+                out.append(("other", scan_launches(p.size) + 1 + (not p.flags.c_contiguous)))
+                folds += p.ndim
+            else:
+                folds += 1
+        out += [("fill", 1), ("elementwise_kernel", folds), ("scatter" if setting else "gather", 1)]
+    if isinstance(value, np.ndarray) and target is not None and value.dtype != target:
+        out.append(("copy", 1))
+    return out
+
+
+def _one_ufunc(res):
+    """``count`` of a ufunc with no given output: one kernel, none for an empty result."""
+    got = arrays_in(res)
+    return 0 if got and all(r._a.size == 0 for r in got) else 1
+
+
+_ONE_UFUNC = _one_ufunc
+
+
+def overlap_copies(ins, outs):
+    """The copies CuPy makes before a ufunc runs (cupy/_core/_kernel.pyx, ``_copy_in_args_if_needed``):
+    one of each input array that overlaps a given output (``may_share_bounds``) without being that very
+    array object. ``ins``/``outs``: the call's stand-in arrays (others are skipped)."""
+    n = 0
+    for x in ins:
+        if type(x) is ndarray:
+            for o in outs:
+                if type(o) is ndarray and x is not o and np.may_share_memory(x._a, o._a):
+                    n += 1
+                    break
+    return n
+
+
+def ufunc_launches(ins, outs=()):
+    """``count`` for ``kernel`` of one CuPy ufunc call (cupy/_core/_kernel.pyx, ``ufunc.__call__``): one
+    kernel, none where the broadcast shape has a zero (``_contains_zero``: the empty result is returned
+    unlaunched), and before it a copy of each input that overlaps a given output (``overlap_copies``)."""
+    def count(res):             # called only while a launch log is open; memory layouts do not change
+        got = arrays_in(res) or [o for o in outs if type(o) is ndarray]
+        if got and all(r._a.size == 0 for r in got):
+            return 0
+        copies = overlap_copies(ins, outs) if outs else 0
+        return [("copy", copies), ("ufunc", 1)] if copies else 1
+    return count
+
+
+def setitem_launches(view, value):
+    """[(kind, n)] for ``a[basic index] = value`` with a device array ``value`` (host buffers: ``view`` is
+    ``a[index]``) (cupy/_core/_routines_indexing.pyx, ``_scatter_op`` 'update'): ``value`` loses its leading
+    unit dims (``_squeeze_leading_unit_dims``); of the same shape and strides as the view it is skipped
+    when it is the view's memory, copied by one ``cudaMemcpyAsync`` when the view is C-contiguous and of
+    its dtype; otherwise one ``elementwise_copy`` (a ufunc: nothing for an empty view, and a copy of
+    ``value`` first where it overlaps the view)."""
+    if view.size == 0:
+        return []
+    x = value
+    while x.ndim and x.shape[0] == 1:
+        x = x[0]
+    if x.shape == view.shape and x.strides == view.strides:
+        if x.__array_interface__["data"][0] == view.__array_interface__["data"][0]:
+            return []
+        if view.flags.c_contiguous and x.dtype == view.dtype:
+            return [("copy", 1)]
+    return [("copy", 1 + bool(np.may_share_memory(x, view)))]
+
+
+# CuPy 14 takes CUPY_ACCELERATORS="cub" by default on CUDA (cupy#6549; cupy/_core/_accelerator.pyx): the
+# routine reductions try cupy.cuda.cub first, and the reduction kernels CUB's block reduction.
+_CUB_SUM_DTYPES = frozenset(np.dtype(t) for t in ("int64", "uint64", "float16", "float32", "float64",
+                                                   "complex64", "complex128"))
+_CUB_DTYPES = _CUB_SUM_DTYPES | frozenset(np.dtype(t) for t in ("int8", "uint8", "int16", "uint16", "int32",
+                                                                 "uint32"))
+_CUB_ROUTINES = {"sum": "sum", "prod": "sum", "mean": "sum", "max": "max", "min": "max", "amax": "max",
+                 "amin": "max", "argmax": "arg", "argmin": "arg"}
+
+
+def _reduce_axes(ndim, axis):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return tuple(sorted(int(x) % ndim if ndim else int(x) for x in axes))
+
+
+def cub_device_reduce_launches(n, itemsize):
+    """Kernels CUB's DeviceReduce launches over ``n`` items (cub/device/dispatch/dispatch_reduce.cuh):
+    one single-tile kernel where the items fit one tile, else a per-block pass and the single-tile pass.
+    The tile is taken as CUB's Policy600 one (256 threads x 16 four-byte items, fewer items for wider
+    types); a tuning with larger tiles would make one launch of some counted here as two."""
+    tile = 256 * max(1, min(16, 64 // max(int(itemsize), 1)))
+    return 1 if n <= tile else 2
+
+
+def cub_block_reduction_launches(a, axes, n_in=1):
+    """Kernels a CuPy reduction kernel launches (cupy/_core/_reduction.pyx ``_call`` with try_use_cub,
+    and cupy/_core/_cub_reduction.pyx): CUB's block reduction takes one input array and one output, C-
+    or F-contiguous, reduced over trailing (C) or leading (F) axes; over every axis (a full reduction)
+    it runs two passes (``_cub_two_pass_launch``), otherwise one kernel as the plain reduction does.
+    CuPy skips CUB when it finds no nvcc (``_can_use_cub_block_reduction``), which depends on the
+    install: the higher count is kept."""
+    full = len(axes) == a.ndim and a.ndim > 0
+    if n_in == 1 and full and a.size > 0 and (a.flags.c_contiguous or a.flags.f_contiguous):
+        return 2
+    return 1
+
+
+def reduction_launches(name, a, axis=None, dtype=None, out=None, keepdims=False):
+    """[(kind, n)]: the kernels CuPy 14 launches for the reduction ``name`` (sum, prod, mean, max/amax,
+    min/amin, argmax, argmin, all, any, count_nonzero, nan*) of the host array ``a`` with CUB on
+    (CuPy's default):
+    - nothing where the result is empty (``_AbstractReductionKernel._call``: ``ret.size == 0``);
+    - sum, prod, mean, max, min, argmax, argmin of a C- or F-contiguous array of a type CUB takes
+      (cupy/cuda/cub.pyx ``cub_reduction``): over every axis CUB's DeviceReduce
+      (cub_device_reduce_launches), after a copy of an F-ordered array of more than one dim
+      (``_internal_ascontiguousarray``), then argmax/argmin cast the index (``astype``); over trailing
+      (C) or leading (F) axes one DeviceSegmentedReduce (not argmax/argmin); either way ``out=`` is filled
+      by one more copy (``out[...] = y``), and mean divides in place (a ``true_divide`` ufunc,
+      _routines_statistics.pyx ``_ndarray_mean``);
+    - otherwise one reduction kernel (cub_block_reduction_launches: two for a full reduction);
+    - mean copies its result by ``astype(dtype_out)`` without ``out`` where it has a dtype_out (a
+      ``dtype`` given, or an integer, boolean or float16 input)."""
+    axes = _reduce_axes(a.ndim, axis)
+    out_size = 1
+    for i in range(a.ndim):
+        if i not in axes:
+            out_size *= a.shape[i]
+    if out_size == 0:
+        return []
+    c, f = a.flags.c_contiguous, a.flags.f_contiguous
+    full = len(axes) == a.ndim
+    route = _CUB_ROUTINES.get(name)
+    sum_dtype = out_dtype = dtype                 # _ndarray_mean's dtype_sum and dtype_out
+    if name == "mean":
+        if dtype is None and (a.dtype.kind in "iub" or a.dtype == np.float16):
+            sum_dtype = np.float64 if a.dtype.kind in "iub" else np.float32
+            out_dtype = np.float64 if a.dtype.kind in "iub" else np.float16
+        elif dtype is not None and np.dtype(dtype).kind in "iub":
+            sum_dtype = np.float64
+    mean_cast = name == "mean" and out is None and out_dtype is not None     # result.astype(dtype_out)
+    ok = route is not None and (c or f) and a.size > 0 and a.ndim > 0 and (
+        sum_dtype is None or np.dtype(sum_dtype) == a.dtype) and (
+        a.dtype in (_CUB_SUM_DTYPES if route == "sum" else _CUB_DTYPES))
+    if route == "arg" and dtype is not None:
+        ok = False
+    out_copy = out is not None
+    if ok and full:
+        n = cub_device_reduce_launches(a.size, a.itemsize)
+        return [("copy", (not c) + (route == "arg") + out_copy + mean_cast), ("reduction", n),
+                ("ufunc", int(name == "mean"))]
+    if ok and route != "arg" and axes and (
+            (c and axes == tuple(range(a.ndim - len(axes), a.ndim))) or (f and axes == tuple(range(len(axes))))):
+        return [("copy", out_copy + mean_cast), ("reduction", 1), ("ufunc", int(name == "mean"))]
+    return [("reduction", cub_block_reduction_launches(a, axes)), ("copy", int(mean_cast))]
 
 
 def matmul_launches(a, b, out=None):
@@ -527,8 +723,13 @@ class ndarray:
         if isinstance(res, np.ndarray) and (np.may_share_memory(res, self._a) or not _advanced(key)):
             return wrap(res, dev)                   # a view: no kernel
         # a gather: the key (wrapped indices) is made again from the index arrays at every graph launch
+        key0, shape = k[0], self._a.shape
+
+        def count(res):         # an empty result: only the masks' scans ran
+            got = index_launches(key0, shape)
+            return [kn for kn in got if kn[0] == "other"] if res._a.size == 0 else got
         return kernel(lambda: wrap(self._a[k.pop() if k else _index_key(self, key, dev, False)], dev), (self, key),
-                      "gather", "ndarray.__getitem__", index_launches(k[0]))
+                      "gather", "ndarray.__getitem__", count)
 
     def __setitem__(self, key, value):
         dev = self._here("__setitem__")
@@ -536,19 +737,26 @@ class ndarray:
             value = _fill_value(value)
         if type(value) is list or type(value) is tuple:         # an index array's value: copied in
             value = np.asarray(value)
-        if isinstance(value, np.ndarray):
+        on_host = isinstance(value, np.ndarray)
+        if on_host:
             record("h2d", "ndarray.__setitem__ with a NumPy value")
         else:
             value = unwrap(value, dev, "ndarray.__setitem__")
         k = [_index_key(self, key, dev, setting=True)]
-        if _advanced(key):
-            kind, n = "scatter", index_launches(k[0])
-        else:                   # CuPy: a.fill(value) on the view, or an elementwise copy of a device array
-            kind, n = ("copy", 1) if isinstance(value, np.ndarray) else ("fill", 1)
+        key0, host = k[0], self._a
+
+        def count(_):
+            if _advanced(key):  # an empty selection: only the masks' scans ran
+                got = index_launches(key0, host.shape, None if on_host else value, host.dtype, setting=True)
+                return got if host[key0].size else [kn for kn in got if kn[0] == "other"]
+            view = host[key0]
+            if isinstance(value, np.ndarray):           # a device array's buffer (a host one was refused)
+                return setitem_launches(view, value)
+            return [("fill", 1)] if view.size else []  # CuPy: view.fill(value), an elementwise fill
 
         def run():              # a graph launch makes the key again from the index arrays
             self._a[k.pop() if k else _index_key(self, key, dev, setting=True)] = value
-        kernel(run, (self, key), kind, "ndarray.__setitem__", n)
+        kernel(run, (self, key), "scatter", "ndarray.__setitem__", count)
 
     __hash__ = None    # type: ignore[assignment]  # unhashable, as numpy.ndarray (typeshed types object.__hash__ as a method)
 
@@ -561,7 +769,7 @@ class ndarray:
         check_dtype(dtype, "ndarray.astype")
         dev = self._here("astype")
         return kernel(lambda: ndarray._from_host(self._a.astype(dtype, order=order, copy=copy), dev), (self,),
-                      "copy", "ndarray.astype", lambda res: 0 if is_view(res, self) else 1)
+                      "copy", "ndarray.astype", lambda res: 0 if res._a.size == 0 or is_view(res, self) else 1)
 
     def view(self, *args, **kwargs):
         return ndarray._from_host(self._a.view(*args, **kwargs), self._dev)
@@ -622,14 +830,17 @@ def _binary(fn, reflected=False, inplace=False):
         if fn is operator.matmul:                       # a cuBLAS GEMM and what CuPy does around it
             a, b = (o, self._a) if reflected else (self._a, o)
             return matmul_kernel(run, (self, other), "ndarray.__matmul__", a, b)
-        return kernel(run, (self, other), "ufunc", f"ndarray.__{fn.__name__}__")
+        # a += b is CuPy's add(a, b, out=a): b is copied first where it overlaps a without being it
+        return kernel(run, (self, other), "ufunc", f"ndarray.__{fn.__name__}__",
+                      ufunc_launches((self, other), (self,) if inplace else ()))
     return method
 
 
 def _unary(fn):
     def method(self):
         dev = self._here(fn.__name__)
-        return kernel(lambda: wrap(fn(self._a), dev), (self,), "ufunc", f"ndarray.__{fn.__name__}__")
+        return kernel(lambda: wrap(fn(self._a), dev), (self,), "ufunc", f"ndarray.__{fn.__name__}__",
+                      _ONE_UFUNC)
     return method
 
 

@@ -226,7 +226,10 @@ class ElementwiseKernel:
             if self.no_return:
                 return None
             return outs[0] if len(outs) == 1 and not self.return_tuple else tuple(outs)
-        return _core.kernel(run, args + (tuple(outs) if fresh else ()), "elementwise_kernel", self.name)
+        # CuPy returns without a launch where the loop shape has a zero (_kernel.pyx, ElementwiseKernel.__call__:
+        # _contains_zero); it copies no overlapping input (that is the ufuncs' _copy_in_args_if_needed)
+        return _core.kernel(run, args + (tuple(outs) if fresh else ()), "elementwise_kernel", self.name,
+                            0 if 0 in shape else 1)
 
 
 # a reduce expression max(a, b) is CUDA's max, fmaxf on floats: it drops NaN
@@ -325,7 +328,16 @@ class ReductionKernel:
                 _csubset.Machine(self.name, self.post_src, env, decl, types, res_shape).run(self.post)
                 _write(outs, [env[n].a for _, n in self.out_params])
             return outs[0] if len(outs) == 1 else tuple(outs)
-        return _core.kernel(run, args + tuple(outs), "reduction_kernel", self.name)
+        # nothing for an empty result (_reduction.pyx, _call: ret.size == 0); CUB's block reduction takes a
+        # kernel of one input and one output, and reduces over every axis in two passes
+        # (_core.cub_block_reduction_launches)
+        if n_out == 0:
+            count = 0
+        elif len(self.in_params) == 1 and len(self.out_params) == 1 and type(args[0]) is ndarray:
+            count = _core.cub_block_reduction_launches(args[0]._a, _core._reduce_axes(len(shape), axis))
+        else:
+            count = 1
+        return _core.kernel(run, args + tuple(outs), "reduction_kernel", self.name, count)
 
 
 # -- stream capture --------------------------------------------------------------------------------------

@@ -56,22 +56,70 @@ _RANDOM = {"uniform": 3, "randint": 2, "random_integers": 2, "permutation": 3, "
 def _concat_launches(args, kwargs):
     """CuPy's _concatenate (cupy/_core/_routines_manipulation.pyx): one elementwise copy per input, or
     one kernel over a table of pointers for more than 8 inputs of one dtype under 2 MiB each on average
-    (that path also copies the pointer table to the device, which the stand-in does not log)."""
+    (that path also copies the pointer table to the device, which the stand-in does not log). The copies
+    are ufunc calls: an empty input launches none."""
     arrays = [a for a in (args[0] if args else kwargs.get("tup", kwargs.get("arrays", ())))]
     if len(arrays) > 8 and len({getattr(a, "dtype", None) for a in arrays}) == 1:
         total = sum(a.nbytes for a in arrays if type(a) is ndarray)
         if total < 2 * 1024 * 1024 * len(arrays):
             return 1
-    return max(len(arrays), 1)
+    # elementwise_copy is a ufunc: an empty input copies nothing
+    return sum(1 for a in arrays if type(a) is not ndarray or a.size)
+
+
+def _outs(args, kwargs, nin):
+    """The outputs given to a ufunc: positional ones after its ``nin`` inputs, or ``out=`` (an array or a
+    tuple)."""
+    out = kwargs.get("out") if kwargs else None
+    outs = tuple(args[nin:])
+    if out is not None:
+        outs += tuple(out) if type(out) is tuple else (out,)
+    return outs
+
+
+def _bound(qualname, args, kwargs):
+    """{parameter: value} of a call, by CuPy's parameter names (cupy_api.json; a method's self is ``a``)."""
+    ns, name = qualname.rsplit(".", 1)
+    params = list((_api.names(ns).get(name) or {}).get("params") or ())
+    if ns == "cupy.ndarray":
+        params = ["a"] + params
+    got = dict(zip(params, args))
+    got.update(kwargs or {})
+    return got
+
+
+def _reduction_count(qualname, name, args, kwargs):
+    """``count`` of a CuPy reduction: _core.reduction_launches over the call's arguments."""
+    def count(res):             # called only while a launch log is open
+        b = _bound(qualname, args, kwargs)
+        a, out = b.get("a"), b.get("out")
+        if type(a) is not ndarray:
+            return 1
+        return _core.reduction_launches(name, a._a, b.get("axis"), b.get("dtype"),
+                                        out if type(out) is ndarray else None, bool(b.get("keepdims", False)))
+    return "reduction", count
+
+
+# the reductions CuPy runs through cupy.cuda.cub or its reduction kernels (one input, one output)
+_SIMPLE_REDUCTIONS = frozenset({"sum", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "mean", "all",
+                                "any", "nansum", "nanprod", "nanmax", "nanmin", "nanargmax", "nanargmin",
+                                "count_nonzero"})
 
 
 def _launches(qualname, args, kwargs, is_ufunc=False):
-    """(kind, count) for one CuPy call: ``count`` an int or a function of the result (0 for a view)."""
+    """(kind, count) for one CuPy call: ``count`` an int or a function of the result (0 for a view), or of
+    it a list of (kind, n) (_core.kernel). ``is_ufunc``: the ufunc's number of inputs."""
     name = qualname.rsplit(".", 1)[-1]
     if qualname.startswith("cupy.random."):
         return "random", _RANDOM.get(name, 1)
-    if is_ufunc or name in _ELEMENTWISE:
-        return "ufunc", 1
+    if is_ufunc:
+        return "ufunc", _core.ufunc_launches(args[:is_ufunc], _outs(args, kwargs, is_ufunc))
+    if name == "where" and len(args) == 3 and type(args[0]) is ndarray:
+        # cupy/_sorting/search.py: _where_ufunc(condition.astype('?'), x, y); astype copies (copy=True)
+        cond = args[0]
+        return "ufunc", lambda res: [("copy", int(cond._a.size > 0)), ("ufunc", _core._one_ufunc(res))]
+    if name in _ELEMENTWISE:
+        return "ufunc", _core.ufunc_launches(args, _outs((), kwargs, 0))
     if qualname in _CUBLAS or name == "dot":
         return "cublas", 1                   # one GEMM (or GEMV / DOT; batched for 3-d and more)
     if qualname.startswith("cupy.linalg."):
@@ -80,6 +128,8 @@ def _launches(qualname, args, kwargs, is_ufunc=False):
         return "cusolver", 1                  # one cuSOLVER/cuBLAS routine at least (workloads use none)
     if name in _SEVERAL:
         return _SEVERAL[name]
+    if name in _SIMPLE_REDUCTIONS and qualname.rsplit(".", 2)[-2] in ("cupy", "ndarray"):
+        return _reduction_count(qualname, name, args, kwargs)
     if name in _REDUCTIONS:
         return "reduction", 1                # one kernel, over any number of axes
     if name in _ALLOCATIONS:
@@ -154,7 +204,7 @@ class ufunc:
             if type(a) is list or type(a) is tuple:
                 raise TypeError(f"Unsupported type {type(a)} (in {self._qualname}: CuPy ufuncs take CuPy "
                                 "arrays and scalars only)")
-        return _call(self._qualname, self._npu, self._check, args, kwargs, is_ufunc=True)
+        return _call(self._qualname, self._npu, self._check, args, kwargs, is_ufunc=self.nin)
 
     def __getattr__(self, method):
         if method.startswith("_") or method not in _api.UFUNC_METHODS:
@@ -221,6 +271,9 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, *, blocki
                                "copy", "cupy.array")
         else:
             res = np.asarray(a, dtype=dtype, order=order if order != "K" else None)
+            if res is not a and _core._launch_logs and not np.may_share_memory(res, a) and res.size:
+                # another dtype or order: CuPy's _array_from_cupy_ndarray copies by a.astype (one kernel)
+                _core.launch("copy", "cupy.asarray")
         if ndmin and res.ndim < ndmin:
             res = res.reshape((1,) * (ndmin - res.ndim) + res.shape)
         return obj if (res is a and obj._dev == dev) else ndarray._from_host(res, dev)
@@ -412,8 +465,17 @@ def _scatter(npu, qualname, op):
                             f"(got {a.dtype}; in {qualname})")
         v = unwrap(value, dev, qualname)
         k = [key]
+
+        def count(_):   # CuPy's _scatter_op: index kernels, or the ufunc in place on a basic view
+            if _core._advanced(slices):
+                got = _core.index_launches(key, a.shape, v, a.dtype, setting=True)
+                return got if a._a[key].size else [kn for kn in got if kn[0] == "other"]
+            view = a._a[key]
+            if view.size == 0:
+                return []
+            return [("copy", int(isinstance(v, np.ndarray) and bool(np.may_share_memory(v, view)))), ("ufunc", 1)]
         _core.kernel(lambda: npu.at(a._a, k.pop() if k else _core._index_key(a, slices, dev, setting=True), v),
-                     (a, slices), "scatter", qualname, _core.index_launches(key))
+                     (a, slices), "scatter", qualname, count)
     f.__name__ = qualname.rsplit(".", 1)[-1]
     return f
 
