@@ -723,3 +723,12 @@ def test_count_launches_follows_cupy_routines(call, by_kind):
     counted as the fills they are."""
     log = _launches(call)
     assert {k: v for k, v in log.by_kind.items() if v} == by_kind, log.events
+
+
+def test_count_launches_of_imag_fills_for_real_arrays_only():
+    """core.pyx _ndarray_imag_getter: a complex array's imaginary part is a view, a real array's a new array
+    filled with zeros."""
+    z = cp.asarray(np.ones(3, np.complex64))
+    assert _launches(lambda: z.imag).launches == 0
+    log = _launches(lambda: _f32(3).imag)
+    assert log.by_kind == {"fill": 1} and _f32(3).imag.get().tolist() == [0.0, 0.0, 0.0]

@@ -6,9 +6,11 @@ that refuse to mix, only the names and keywords real CuPy 14 has (``cupy_api.jso
 ``tools/gen_cupy_api.py``), 0-d results instead of scalars, wrapping out-of-bounds indices, a log
 of every device-to-host transfer and host-to-device copy (``count_transfers``), and a log of the kernel
 launches CuPy would make (``count_launches``: one per ufunc or operator, reduction, user kernel, cuBLAS
-call, fill or memset, device-to-device copy, gather/scatter, random draw, and what CuPy's matmul adds
-around its cuBLAS call: operand copies and pointer tables; none for allocation, views, reshapes of
-contiguous arrays or host transfers).
+call, fill or memset, device-to-device copy, gather/scatter, random draw, and what CuPy 14's source
+adds around them: matmul's operand copies and pointer tables, a ufunc's copy of an input overlapping its
+output, CUB's second pass of a full reduction, the index folds of fancy indexing; none for allocation,
+views, reshapes of contiguous arrays, empty results or host transfers; the rules and the CuPy functions
+they follow are in ``_core.py``, ``*_launches``).
 
 It is reached only through ``install()``, which the test suite calls when ``AG_CUDA=standin`` is set
 (``AG_CUDA=standin python -m pytest -m gpu``); importing the package never puts it in CuPy's place.

@@ -77,7 +77,8 @@ class LaunchLog:
     (one ``(kind, name)`` per launch, in order). Kinds: "ufunc" (an elementwise ufunc or operator),
     "reduction", "elementwise_kernel" / "reduction_kernel" (user kernels), "cublas", "fill" (memset or
     fill kernel), "copy" (device-to-device), "gather" / "scatter" (index-array kernels), "random",
-    "graph" (one CUDA graph launch), "other" (any other CuPy routine that launches)."""
+    "graph" (one CUDA graph launch), "other" (any other CuPy routine that launches, and the scans of
+    boolean masks)."""
 
     def __init__(self):
         self.launches = 0
@@ -596,7 +597,15 @@ class ndarray:
     mT = property(lambda self: ndarray._from_host(self._a.mT, self._dev))
     base = property(lambda self: None if self._a.base is None else ndarray._from_host(self._a.base, self._dev))
     real = property(lambda self: ndarray._from_host(self._a.real, self._dev))
-    imag = property(lambda self: ndarray._from_host(self._a.imag, self._dev))
+
+    @property
+    def imag(self):
+        """A view for complex arrays; for real ones CuPy fills a new array with zeros (core.pyx
+        ``_ndarray_imag_getter``: ``new_array.fill(0)``, one launch)."""
+        if self._a.dtype.kind == "c":
+            return ndarray._from_host(self._a.imag, self._dev)
+        return kernel(lambda: ndarray._from_host(np.zeros_like(self._a), self._dev), (self,), "fill",
+                      "ndarray.imag")
 
     @property
     def device(self):
