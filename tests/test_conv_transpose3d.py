@@ -186,21 +186,24 @@ def _inputs(n):
 
 
 def _step(x, w, b):
-    F.conv_transpose3d(x, w, b, stride=2, padding=(1, 0, 1), output_padding=1, groups=2).sum().backward()
+    y = F.conv_transpose3d(x, w, b, stride=2, padding=(1, 0, 1), output_padding=1, groups=2)
+    y.backward(ag.ones_like(y))         # the gradients of y.sum(), without a reduction whose passes vary with size
 
 
 @pytest.mark.gpu
 def test_cuda_makes_no_host_transfer_and_does_not_loop_over_the_batch(standin):
-    """Forward and backward: nothing copied either way, and the same launches for a batch of 8 as of 1."""
+    """Forward and backward: nothing copied either way, and the same launches for a batch of 8 as of 2. (Of 2,
+    not 1: a grouped product's weights broadcast over a batch of 2 or more, for which CuPy's matmul builds
+    pointer tables, and at batch 1 some copies of a (1, ...) array are writes into its own memory that CuPy skips.)"""
     launches = {}
-    for n in (1, 8):
+    for n in (2, 8):
         args = _inputs(n)                           # made outside the counted region
         _step(*args)                                # warm caches
         with standin.count_transfers() as transfers, standin.count_launches() as counted:
             _step(*args)
         assert (transfers.d2h, transfers.h2d) == (0, 0), transfers.events
         launches[n] = counted.launches
-    assert launches[1] == launches[8] > 0
+    assert launches[2] == launches[8] > 0
 
 
 @pytest.mark.gpu

@@ -116,7 +116,8 @@ def _col2im(xp, dcols, x_shape, kh, kw, geom):
         acc = xp.zeros((n, c, h + pt + pb, w + pl + pr), dtype=dcols.dtype)
         for i in range(kh):
             for j in range(kw):
-                acc[(slice(None), slice(None)) + _tap(i, j, geom, oh, ow)] += dcols[:, :, i, j]
+                dst = acc[(slice(None), slice(None)) + _tap(i, j, geom, oh, ow)]
+                dst += dcols[:, :, i, j]   # through the view: ``acc[...] +=`` would also write the view back
     return xp.ascontiguousarray(acc[:, :, pt:pt + h, pl:pl + w])   # no copy when unpadded
 
 

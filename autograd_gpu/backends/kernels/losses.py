@@ -133,6 +133,16 @@ class NumpyLosses:
 
 
 # --------------------------------------------------------------------------- CuPy
+_names = {}            # dtype -> its name: NumPy's dtype.name is Python code (~1.8 us), a dict get is not
+
+
+def _name(dt):
+    n = _names.get(dt)
+    if n is None:
+        n = _names[dt] = dt.name
+    return n
+
+
 _kernels = {}           # (cupy module, kernel, dtypes) -> the kernel, built once
 _CTYPE = {"float32": "float", "float64": "double"}
 
@@ -175,7 +185,7 @@ class CupyLosses:
 
     def _index_targets(self, t):
         """t as int32 or int64 (the kernels are built for those; other integer dtypes are cast, one launch)."""
-        return t if t.dtype.name in ("int32", "int64") else t.astype(np.int64)
+        return t if _name(t.dtype) in ("int32", "int64") else t.astype(np.int64)
 
     # -- index checks, written into the pending-check array (cupy_backend.assert_all's slot) ----------------
     def check_range(self, a, low, high, exc_type, message):
@@ -183,14 +193,14 @@ class CupyLosses:
         a >= low, _BIG + low - a below), its max, and one 2-element kernel that records (code, offending
         entry: the lowest when one is below low, else the highest) when the max is >= high and no other
         check failed first. Signed integer arrays; others take base.py's way."""
-        if a.dtype.kind != "i" or a.dtype.name not in ("int8", "int16", "int32", "int64"):
+        if a.dtype.kind != "i" or _name(a.dtype) not in ("int8", "int16", "int32", "int64"):
             return super().check_range(a, low, high, exc_type, message)
         if not a.size:
             return
         cp = self.xp
         code = self._check_code(exc_type, message)
         with self._cuda_device:
-            key = _ew(cp, "range_key", (a.dtype.name,), "{0} a, int64 low, int64 big", "int64 k",
+            key = _ew(cp, "range_key", (_name(a.dtype),), "{0} a, int64 low, int64 big", "int64 k",
                       "k = a < low ? big + (low - a) : a")(a, low, _BIG)
             self._range_flag(key.max(), low, high, code)
 
@@ -229,7 +239,7 @@ class CupyLosses:
             cp = self.xp
             code = self._check_code(exc_type, message)
             with self._cuda_device:
-                key = _kernel(cp, "target_key", (t.dtype.name,), lambda d: cp.ReductionKernel(
+                key = _kernel(cp, "target_key", (_name(t.dtype),), lambda d: cp.ReductionKernel(
                     f"{d} t, int64 ignore, int64 big", "int64 k", "t == ignore ? 0 : (t < 0 ? big - t : t)",
                     "max(a, b)", "k = a", "0", "ag_target_key", reduce_type="long long"))(t, ignore_index, _BIG)
             self._range_flag(key, 0, n, code)
@@ -252,14 +262,14 @@ class CupyLosses:
 
     def _count(self, t, ignore, dt):
         """The number of targets not ignored, as a 0-d array of dt (one launch)."""
-        return _red(self.xp, "count_valid", (dt, t.dtype.name), "{1} t, int64 ign", "{0} y", "t != ign ? 1 : 0")(
+        return _red(self.xp, "count_valid", (dt, _name(t.dtype)), "{1} t, int64 ign", "{0} y", "t != ign ? 1 : 0")(
             t, ignore)
 
     # -- log_softmax / softmax -----------------------------------------------------------------------------
     def _row_stats(self, x, dim):
         """(max along dim, sum of exp(x - shift) along dim), both keepdims."""
         cp = self.xp
-        dt = x.dtype.name
+        dt = _name(x.dtype)
         m = x.max(axis=dim, keepdims=True)
         s = _red(cp, "sumexp", (dt,), "{0} x, {0} m", "{0} y", f"exp(x - {_M})")(x, m, axis=dim, keepdims=True)
         return m, s
@@ -269,13 +279,13 @@ class CupyLosses:
         if x.shape[dim] == 0 or x.size == 0:
             return x.copy()
         m, s = self._row_stats(x, dim)
-        return _ew(self.xp, "log_softmax", (x.dtype.name,), "{0} x, {0} m, {0} s", "{0} y",
+        return _ew(self.xp, "log_softmax", (_name(x.dtype),), "{0} x, {0} m, {0} s", "{0} y",
                    f"y = x - {_M} - log(s)")(x, m, s)
 
     def log_softmax_backward(self, grad, y, dim):
         """grad - exp(y) * sum(grad) along dim, for y = log_softmax(x). 2 launches."""
         gs = grad.sum(axis=dim, keepdims=True)
-        return _ew(self.xp, "log_softmax_bw", (y.dtype.name,), "{0} g, {0} y, {0} gs", "{0} r",
+        return _ew(self.xp, "log_softmax_bw", (_name(y.dtype),), "{0} g, {0} y, {0} gs", "{0} r",
                    "r = g - exp(y) * gs")(grad, y, gs)
 
     def softmax(self, x, dim):
@@ -283,12 +293,12 @@ class CupyLosses:
         if x.shape[dim] == 0 or x.size == 0:
             return x.copy()
         m, s = self._row_stats(x, dim)
-        return _ew(self.xp, "softmax", (x.dtype.name,), "{0} x, {0} m, {0} s", "{0} y",
+        return _ew(self.xp, "softmax", (_name(x.dtype),), "{0} x, {0} m, {0} s", "{0} y",
                    f"y = exp(x - {_M}) / s")(x, m, s)
 
     def softmax_backward(self, grad, y, dim):
         """y * (grad - sum(grad * y)) along dim, for y = softmax(x). 2 launches."""
-        dt = y.dtype.name
+        dt = _name(y.dtype)
         gs = _red(self.xp, "dot_rows", (dt,), "{0} g, {0} y", "{0} r", "g * y")(grad, y, axis=dim, keepdims=True)
         return _ew(self.xp, "softmax_bw", (dt,), "{0} g, {0} y, {0} gs", "{0} r", "r = y * (g - gs)")(grad, y, gs)
 
@@ -303,7 +313,7 @@ class CupyLosses:
         """-logp[i, t_i] reduced, in one reduction over (N, C) (+ the count of valid targets for 'mean');
         returns (loss, *state) for nll_loss_backward (t, ignore: class_targets' targets and ignore_index)."""
         t = self._index_targets(t)
-        cp, dt, it = self.xp, logp.dtype.name, t.dtype.name
+        cp, dt, it = self.xp, _name(logp.dtype), _name(t.dtype)
         n, c = logp.shape
         tc = t.reshape(n, 1)
         j = self._loss_const("classes", c)
@@ -319,7 +329,7 @@ class CupyLosses:
         div, = state
         n, c = logp.shape
         g = grad.reshape(n, 1) if reduction == "none" else grad
-        return _ew(self.xp, "nll_bw", (logp.dtype.name, t.dtype.name), "{0} g, {1} t, int64 j, int64 ign, {0} n",
+        return _ew(self.xp, "nll_bw", (_name(logp.dtype), _name(t.dtype)), "{0} g, {1} t, int64 j, int64 ign, {0} n",
                    "{0} r", "r = (j == t && t != ign) ? -g / n : 0")(
                        g, t.reshape(n, 1), self._loss_const("classes", c), ignore, 1 if div is None else div)
 
@@ -328,7 +338,7 @@ class CupyLosses:
         one reduction of -(x - m - log(s))[i, t_i] (+ the count for 'mean'), the two ops' arithmetic, so the
         loss is theirs bit for bit; returns (loss, m, s, count)."""
         t = self._index_targets(t)
-        cp, dt, it = self.xp, x.dtype.name, t.dtype.name
+        cp, dt, it = self.xp, _name(x.dtype), _name(t.dtype)
         n, c = x.shape
         tc = t.reshape(n, 1)
         j = self._loss_const("classes", c)
@@ -348,7 +358,7 @@ class CupyLosses:
         m, s, div = state
         n, c = x.shape
         g = grad.reshape(n, 1) if reduction == "none" else grad
-        return _ew(self.xp, "cross_entropy_bw", (x.dtype.name, t.dtype.name),
+        return _ew(self.xp, "cross_entropy_bw", (_name(x.dtype), _name(t.dtype)),
                    "{0} g, {0} x, {0} m, {0} s, {1} t, int64 j, int64 ign, {0} n", "{0} r",
                    f"{{0}} gs = t != ign ? -g / n : 0; r = (j == t ? gs : 0) - exp(x - {_M} - log(s)) * gs")(
                        g, x, m, s, t.reshape(n, 1), self._loss_const("classes", c), ignore,

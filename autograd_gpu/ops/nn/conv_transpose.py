@@ -287,7 +287,8 @@ class DepthTapsAdd(Function):
         ctx.geom = (s, p, d, kd, depth, od)
         out = xp.zeros((n, c, _depth_total(kd, depth, s, p, d, od)) + a.shape[4:], dtype=a.dtype)
         for t in range(kd):
-            out[:, :, t * d:t * d + s * (depth - 1) + 1:s] += a[:, :, t]
+            dst = out[:, :, t * d:t * d + s * (depth - 1) + 1:s]
+            dst += a[:, :, t]          # through the view: ``out[...] += `` would also write the view back
         return ctx.wrap(xp.ascontiguousarray(out[:, :, p:p + od]))
 
     @staticmethod
