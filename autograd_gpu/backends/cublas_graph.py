@@ -149,11 +149,18 @@ class _Cublas:
         # alpha = 1, beta = 0 in the compute type's scalar type (host pointers: read when captured)
         self.one = {ch: t(1, 0) if ch in "FD" else t(1) for ch, (_, _, t) in _TYPES.items()}
         self.zero = {ch: t() for ch, (_, _, t) in _TYPES.items()}
+        self.stream = None                           # the stream the handle is set to (None: not yet)
 
     def gemm(self, opa, opb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc, batch, dtype):
         code, compute, _ = _TYPES[dtype.char]
         stream = self.xp.cuda.get_current_stream().ptr
-        self._check(self.dll.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
+        if stream != self.stream:
+            # cublasSetStream also puts the handle back on cuBLAS's default workspace pool (cuBLAS docs): our
+            # workspace is set again after it, else a captured product would allocate cuBLAS's own
+            self._check(self.dll.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
+            self._check(self.dll.cublasSetWorkspace_v2(self.handle, self.workspace.data.ptr, _WORKSPACE),
+                        "cublasSetWorkspace")
+            self.stream = stream
         self._check(self.dll.cublasGemmStridedBatchedEx(
             self.handle, opa, opb, m, n, k, ctypes.byref(self.one[dtype.char]), a, code, lda, sa, b, code, ldb, sb,
             ctypes.byref(self.zero[dtype.char]), c, code, ldc, sc, batch, compute, _GEMM_DEFAULT),

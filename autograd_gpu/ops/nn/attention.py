@@ -64,7 +64,9 @@ def _stack_of(xs):
         return None
     at, step = _address(base), a.nbytes
     for i, x in enumerate(xs):
-        if x is None or x.dtype != a.dtype or x.shape != a.shape or _address(x) != at + i * step:
+        # C-contiguous too: a transposed view of a square slice has the slice's shape and first address
+        if (x is None or x.dtype != a.dtype or x.shape != a.shape or not x.flags.c_contiguous
+                or _address(x) != at + i * step):
             return None
     return base
 
