@@ -75,3 +75,24 @@ def test_cublas_handle_workspace_after_set_stream():
     ws = ("workspace", 4096, cublas_graph._WORKSPACE)
     assert calls == [("stream", 7), ws, ("gemm",), ("gemm",), ("stream", 9), ws, ("gemm",),
                      ("stream", 7), ws, ("gemm",)]
+
+
+# -- backends/kernels/losses.py: an ignored target adds nothing, whatever its row holds ----------------------
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("loss", ["nll_loss", "cross_entropy"])
+def test_ignored_target_row_with_minus_inf(device, loss, reduction):
+    """An ignored target stands at class 0 in the fused losses' arrays; where that row's log-probability
+    of class 0 is -inf (a masked logit), -inf * 0 made the CPU's loss nan. PyTorch skips the row."""
+    import autograd_gpu.nn.functional as F
+    x0 = np.array([[-np.inf, 0.0, 1.0], [0.5, 0.2, -1.0], [0.3, -np.inf, 2.0]])
+    t0 = np.array([-100, 1, 2])
+    logp = x0 if loss == "nll_loss" else x0 - np.log(np.exp(x0).sum(1, keepdims=True))
+    want = np.array([0.0, -logp[1, 1], -logp[2, 2]])                # the ignored row: 0, as PyTorch
+    want = {"none": want, "sum": want.sum(), "mean": want.sum() / 2}[reduction]
+    x = ag.tensor(x0, device=device, requires_grad=True)
+    with np.errstate(all="raise"):
+        out = getattr(F, loss)(x, ag.tensor(t0, device=device), reduction=reduction)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12, atol=1e-12)
+    out.sum().backward()
+    g = x.grad.numpy()
+    assert np.isfinite(g).all() and (g[0] == 0).all()

@@ -102,8 +102,9 @@ class NumpyLosses:
         xp = self.xp
         coef = valid.astype(logp.dtype)
         losses = logp[xp.arange(len(safe)), safe]     # a new array (take_along_axis would build its index in Python)
-        losses *= coef
         xp.negative(losses, out=losses)
+        # an ignored target adds 0 (its placeholder class 0 may hold -inf: times 0 that would be nan)
+        losses = xp.where(valid, losses, 0)
         count = coef.sum()                            # the valid targets, summed once for the loss and its scale
         return _reduce(losses, count, reduction), safe[:, None], _scale(xp, coef, count, reduction)
 
