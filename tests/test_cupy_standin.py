@@ -594,7 +594,8 @@ def _f32(*shape):
     (lambda: _f32(5, 4) @ _f32(3, 4).T, {"cublas": 1}),
     (lambda: cp.matmul(_f32(5, 8)[:, ::2], _f32(4, 3)), {"cublas": 1, "copy": 1}),   # neither order: copied
     (lambda: cp.matmul(_f32(5, 4), _f32(4, 3), out=_f32(3, 5).T), {"cublas": 1, "copy": 1}),  # out not C-ordered
-    (lambda: cp.matmul(_f32(4), _f32(4)), {"reduction_kernel": 1}),               # a 1x1 result: a mul-sum
+    (lambda: cp.matmul(_f32(4), _f32(4)), {"ufunc": 1, "reduction": 1, "copy": 1}),   # 1x1: (a * b).sum(out=c)
+    (lambda: cp.matmul(_f32(8)[::2], _f32(4)), {"ufunc": 1, "reduction": 1, "copy": 2}),  # + the strided ravel
     (lambda: cp.matmul(_f32(0, 4), _f32(4, 3)), {"fill": 1}),                       # empty: zeros
     # batched: a strided-batched GEMM over C-contiguous operands
     (lambda: cp.matmul(_f32(2, 5, 4), _f32(2, 4, 3)), {"cublas": 1}),

@@ -389,8 +389,8 @@ def reduction_launches(name, a, axis=None, dtype=None, out=None, keepdims=False)
 
 def matmul_launches(a, b, out=None):
     """[(kind, n)]: the kernels ``cupy.matmul(a, b, out=out)`` launches in CuPy 14
-    (cupy/_core/_routines_linalg.pyx), for host arrays ``a``, ``b`` (and ``out``). One cuBLAS call (one
-    reduction kernel for a 1x1 result of at most 2-d operands; one fill for an empty operand), and:
+    (cupy/_core/_routines_linalg.pyx), for host arrays ``a``, ``b`` (and ``out``). One cuBLAS call (for a
+    1x1 result of at most 2-d operands a multiply and a sum instead; one fill for an empty operand), and:
     - at most 2-d (``dot``): a copy of each operand cuBLAS cannot read as it is stored (neither C- nor
       F-contiguous), and of the result into an ``out`` that is not C-contiguous, of another dtype, or
       overlapping an operand;
@@ -409,8 +409,12 @@ def matmul_launches(a, b, out=None):
     if ndim <= 2:
         a2 = a.reshape(1, -1) if a.ndim == 1 else a
         b2 = b.reshape(-1, 1) if b.ndim == 1 else b
-        if a2.shape[0] == 1 and b2.shape[1] == 1:             # a 1x1 result: a mul-sum reduction
-            return [("reduction_kernel", 1), ("copy", copies + out_copy)]
+        if a2.shape[0] == 1 and b2.shape[1] == 1:
+            # a 1x1 result (tensordot_core, CUB on as by default): (a.ravel() * b.ravel()).sum(out=c), so the
+            # ravels' copies of strided operands, one multiply, CUB's reduction and its copy into c; no casts
+            ravels = sum(not np.may_share_memory(x.ravel(), x) for x in (a, b))
+            return [("copy", ravels + out_copy), ("ufunc", 1)] + reduction_launches(
+                "sum", np.empty(a2.size, dt), out=np.empty((), dt))
         copies += sum(not (x.flags.c_contiguous or x.flags.f_contiguous) for x in (a2, b2))
         return [("cublas", 1), ("copy", copies + out_copy)]
     copies += sum(not x.flags.c_contiguous for x in (a, b))
