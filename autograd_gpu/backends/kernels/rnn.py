@@ -10,7 +10,9 @@ ufuncs made ~13 launches forward and ~19 backward per LSTM step.
 The layers call the ``*_steps`` methods: all time steps of one layer and direction in one call, which on
 CUDA checks the dtypes, looks its kernel up and enters the device once per sequence, then makes the step
 methods' launches at each step (the host's Python per step is CuPy's own); their NumPy twins loop the
-step methods.
+step methods. The LSTM's CUDA loop passes the sequence's arrays whole to its cell kernels with the step's
+offset (_LSTM_FWD_SEQ, _LSTM_BWD_SEQ), so a step makes one view (its product's operand), not five: a CuPy
+view costs the host several us (the stand-in's LSTM step: 645 views -> 137).
 
 Arguments the layer has none of (no incoming gradient for h_n, c_n or the outputs) are passed as the
 number 0, which both implementations broadcast; nothing a method reads is written.
@@ -251,6 +253,56 @@ _LSTM_BWD = ("T dh_in, T dout, T dc_in, raw T gates, T tc, T c_prev, int64 H",
              da[k + 3 * H] = dh * tc * go * (1 - go);
              dc_prev = dc * gf;
              """, "ag_lstm_bwd")
+# The same cells over a whole sequence's arrays (CupyRNN.lstm_*_steps): gx, gates (T, B, 4H) and c, tc, h, da
+# (T, B, H) passed whole as raw parameters with the step's offset ``off`` = t * B * H (the gates' = 4 * off),
+# and c_{t-1} as ``cp`` at ``cp_off`` (the previous step's C, or c0 at 0). A step then makes no view of them:
+# a CuPy view costs the host several us (the H200 profile: the fast loop's own time was ~40 us a step with
+# five views each way), where the step's product needs one (its h or da).
+_LSTM_FWD_SEQ = ("raw T gx, raw T hw, raw T cp, int64 cp_off, int64 off, int64 H",
+                 "raw T gates, raw T c, raw T tc, raw T h",
+                 """
+                 ptrdiff_t k = (i / H) * 4 * H + i % H;
+                 ptrdiff_t g = 4 * off + k;
+                 T si = 1 / (1 + exp(-(gx[g] + hw[k])));
+                 T sf = 1 / (1 + exp(-(gx[g + H] + hw[k + H])));
+                 T sg = tanh(gx[g + 2 * H] + hw[k + 2 * H]);
+                 T so = 1 / (1 + exp(-(gx[g + 3 * H] + hw[k + 3 * H])));
+                 T cn = sf * cp[cp_off + i] + si * sg;
+                 T tn = tanh(cn);
+                 gates[g] = si;
+                 gates[g + H] = sf;
+                 gates[g + 2 * H] = sg;
+                 gates[g + 3 * H] = so;
+                 c[off + i] = cn;
+                 tc[off + i] = tn;
+                 h[off + i] = so * tn;
+                 """, "ag_lstm_fwd_seq")
+
+
+def _lstm_bwd_seq(with_dout):
+    """The LSTM cell's backward over the sequence's arrays (as _LSTM_FWD_SEQ); ``dout`` (T, B, H) raw at
+    ``off``, or no dout parameter at all (no gradient reached the outputs)."""
+    return ("T dh_in, " + ("raw T dout, " if with_dout else "")
+            + "T dc_in, raw T gates, raw T tc, raw T cp, int64 cp_off, int64 off, int64 H",
+            "raw T da, T dc_prev",
+            """
+            ptrdiff_t g = 4 * off + (i / H) * 4 * H + i % H;
+            T gi = gates[g];
+            T gf = gates[g + H];
+            T gg = gates[g + 2 * H];
+            T go = gates[g + 3 * H];
+            T t = tc[off + i];
+            T dh = dh_in""" + (" + dout[off + i]" if with_dout else "") + """;
+            T dc = dc_in + dh * go * (1 - t * t);
+            da[g] = dc * gg * gi * (1 - gi);
+            da[g + H] = dc * cp[cp_off + i] * gf * (1 - gf);
+            da[g + 2 * H] = dc * gi * (1 - gg * gg);
+            da[g + 3 * H] = dh * t * go * (1 - go);
+            dc_prev = dc * gf;
+            """, "ag_lstm_bwd_seq" + ("_dout" if with_dout else ""))
+
+
+_LSTM_BWD_SEQ = {True: _lstm_bwd_seq(True), False: _lstm_bwd_seq(False)}
 _RNN_FWD = {False: ("T x, T hw", "T h", "h = tanh(x + hw);", "ag_rnn_tanh_fwd"),
             True: ("T x, T hw", "T h", "T a = x + hw; h = a < 0 ? 0 : a;", "ag_rnn_relu_fwd")}  # NaN stays
 _RNN_BWD = {False: ("T dh, T dout, T h", "T da", "da = (dh + dout) * (1 - h * h);", "ag_rnn_tanh_bwd"),
@@ -389,26 +441,28 @@ class CupyRNN:
     def lstm_forward_steps(self, h, w, gx, c, A, C, TC, OUT, steps):
         if not _fused(h, w, gx, c, A, C, TC, OUT):
             return NumpyRNN.lstm_forward_steps(self, h, w, gx, c, A, C, TC, OUT, steps)
-        kern, mm, H = _kernel(self.xp, _LSTM_FWD, A.dtype), self._mm(), h.shape[-1]
+        kern, mm, (_, B, H) = _kernel(self.xp, _LSTM_FWD_SEQ, A.dtype), self._mm(), OUT.shape
+        cp, cp_off, n = c, 0, B * H
         with self._cuda_device:
             for t in steps:
-                ht, ct = OUT[t], C[t]
-                kern(gx[t], mm(h, w), c, H, A[t], ct, TC[t], ht)
-                h, c = ht, ct
-        return h, c
+                off = t * n
+                kern(gx, mm(h, w), cp, cp_off, off, H, A, C, TC, OUT, size=n)
+                h, cp, cp_off = OUT[t], C, off          # the next product's h: the one view a step makes
+        return h, (c if cp is c else C[steps[-1]])
 
     def lstm_backward_steps(self, dh, dout, dc, A, TC, C, c0, w, DA, steps):
         if not _fused(A, w, TC, C, c0, DA, dh, dc, 0 if dout is None else dout):
             return NumpyRNN.lstm_backward_steps(self, dh, dout, dc, A, TC, C, c0, w, DA, steps)
         xp, (_, B, H) = self.xp, TC.shape
-        kern, mm, dt = _kernel(xp, _LSTM_BWD, A.dtype), self._mm(), A.dtype
+        kern, mm, dt, n = _kernel(xp, _LSTM_BWD_SEQ[dout is not None], A.dtype), self._mm(), A.dtype, B * H
+        douts = () if dout is None else (dout,)
         with self._cuda_device:
             for k in range(len(steps) - 1, -1, -1):
                 t = steps[k]
-                da, dc_prev = DA[t], xp.empty((B, H), dtype=dt)
-                kern(dh, 0 if dout is None else dout[t], dc, A[t], TC[t], C[steps[k - 1]] if k else c0, H,
-                     da, dc_prev)
-                dh, dc = mm(da, w), dc_prev
+                cp, cp_off = (C, steps[k - 1] * n) if k else (c0, 0)
+                dc_prev = xp.empty((B, H), dtype=dt)
+                kern(dh, *douts, dc, A, TC, cp, cp_off, t * n, H, DA, dc_prev)
+                dh, dc = mm(DA[t], w), dc_prev          # the product's da: the one view a step makes
         return dh, dc
 
     def rnn_forward_steps(self, h, w, gx, OUT, steps, relu):
