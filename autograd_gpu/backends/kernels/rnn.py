@@ -219,45 +219,13 @@ class NumpyRNN:
 # is C-order whatever the strides), so a call passes each whole array, not k strided views: a kernel
 # call's host cost grows with its arguments. Every intermediate is a local (an output parameter is a
 # reference into global memory).
-_LSTM_FWD = ("raw T gx, raw T hw, T c_prev, int64 H",
-             "raw T gates, T c, T tc, T h",
-             """
-             ptrdiff_t k = (i / H) * 4 * H + i % H;
-             T si = 1 / (1 + exp(-(gx[k] + hw[k])));
-             T sf = 1 / (1 + exp(-(gx[k + H] + hw[k + H])));
-             T sg = tanh(gx[k + 2 * H] + hw[k + 2 * H]);
-             T so = 1 / (1 + exp(-(gx[k + 3 * H] + hw[k + 3 * H])));
-             T cn = sf * c_prev + si * sg;
-             T tn = tanh(cn);
-             gates[k] = si;
-             gates[k + H] = sf;
-             gates[k + 2 * H] = sg;
-             gates[k + 3 * H] = so;
-             c = cn;
-             tc = tn;
-             h = so * tn;
-             """, "ag_lstm_fwd")
-_LSTM_BWD = ("T dh_in, T dout, T dc_in, raw T gates, T tc, T c_prev, int64 H",
-             "raw T da, T dc_prev",
-             """
-             ptrdiff_t k = (i / H) * 4 * H + i % H;
-             T gi = gates[k];
-             T gf = gates[k + H];
-             T gg = gates[k + 2 * H];
-             T go = gates[k + 3 * H];
-             T dh = dh_in + dout;
-             T dc = dc_in + dh * go * (1 - tc * tc);
-             da[k] = dc * gg * gi * (1 - gi);
-             da[k + H] = dc * c_prev * gf * (1 - gf);
-             da[k + 2 * H] = dc * gi * (1 - gg * gg);
-             da[k + 3 * H] = dh * tc * go * (1 - go);
-             dc_prev = dc * gf;
-             """, "ag_lstm_bwd")
-# The same cells over a whole sequence's arrays (CupyRNN.lstm_*_steps): gx, gates (T, B, 4H) and c, tc, h, da
+#
+# The LSTM cell over a whole sequence's arrays (CupyRNN.lstm_*_steps): gx, gates (T, B, 4H) and c, tc, h, da
 # (T, B, H) passed whole as raw parameters with the step's offset ``off`` = t * B * H (the gates' = 4 * off),
 # and c_{t-1} as ``cp`` at ``cp_off`` (the previous step's C, or c0 at 0). A step then makes no view of them:
 # a CuPy view costs the host several us (the H200 profile: the fast loop's own time was ~40 us a step with
-# five views each way), where the step's product needs one (its h or da).
+# five views each way), where the step's product needs one (its h or da). One step alone (lstm_step_*) is
+# the same kernel on that step's arrays at offset 0.
 _LSTM_FWD_SEQ = ("raw T gx, raw T hw, raw T cp, int64 cp_off, int64 off, int64 H",
                  "raw T gates, raw T c, raw T tc, raw T h",
                  """
@@ -389,16 +357,18 @@ class CupyRNN:
     def lstm_step_forward(self, h, w, gx, c, gates, c_out, tc_out, h_out):
         if not _fused(h, w, gx, c, gates):
             return NumpyRNN.lstm_step_forward(self, h, w, gx, c, gates, c_out, tc_out, h_out)
-        with self._cuda_device:
-            _kernel(self.xp, _LSTM_FWD, gates.dtype)(gx, self.matmul(h, w), c, h.shape[-1], gates, c_out, tc_out,
-                                                     h_out)
+        with self._cuda_device:                            # the sequence kernel on this step's arrays, offset 0
+            _kernel(self.xp, _LSTM_FWD_SEQ, gates.dtype)(gx, self.matmul(h, w), c, 0, 0, h.shape[-1], gates, c_out,
+                                                         tc_out, h_out, size=h_out.size)
 
     def lstm_step_backward(self, dh, dout, dc, gates, tc, c_prev, w, da):
         if not _fused(gates, w, tc, c_prev, da, dh, dout, dc):
             return NumpyRNN.lstm_step_backward(self, dh, dout, dc, gates, tc, c_prev, w, da)
-        with self._cuda_device:
+        with self._cuda_device:                            # the sequence kernel on this step's arrays, offset 0
             dc_prev = self.xp.empty_like(tc)
-            _kernel(self.xp, _LSTM_BWD, gates.dtype)(dh, dout, dc, gates, tc, c_prev, tc.shape[-1], da, dc_prev)
+            douts = () if isinstance(dout, (int, float)) else (dout,)     # 0: no gradient reached the output
+            _kernel(self.xp, _LSTM_BWD_SEQ[bool(douts)], gates.dtype)(dh, *douts, dc, gates, tc, c_prev, 0, 0,
+                                                                      tc.shape[-1], da, dc_prev)
             return self.matmul(da, w), dc_prev
 
     def rnn_step_forward(self, h, w, gx, h_out, relu):
