@@ -10,9 +10,10 @@ ufuncs made ~13 launches forward and ~19 backward per LSTM step.
 The layers call the ``*_steps`` methods: all time steps of one layer and direction in one call, which on
 CUDA checks the dtypes, looks its kernel up and enters the device once per sequence, then makes the step
 methods' launches at each step (the host's Python per step is CuPy's own); their NumPy twins loop the
-step methods. The LSTM's CUDA loop passes the sequence's arrays whole to its cell kernels with the step's
-offset (_LSTM_FWD_SEQ, _LSTM_BWD_SEQ), so a step makes one view (its product's operand), not five: a CuPy
-view costs the host several us (the stand-in's LSTM step: 645 views -> 137).
+step methods. The LSTM's and GRU's CUDA loops pass the sequence's arrays whole to their cell kernels with
+the step's offset (_LSTM_FWD_SEQ, _LSTM_BWD_SEQ, _GRU_FWD, _GRU_BWD), so a step makes one view (its
+product's operand), not three to five: a CuPy view costs the host several us (on the stand-in the
+benchmarks' LSTM step makes 137 views where it made 645; a 2-layer GRU over 20 steps 86 where 324).
 
 Arguments the layer has none of (no incoming gradient for h_n, c_n or the outputs) are passed as the
 number 0, which both implementations broadcast; nothing a method reads is written.
@@ -275,44 +276,54 @@ _RNN_FWD = {False: ("T x, T hw", "T h", "h = tanh(x + hw);", "ag_rnn_tanh_fwd"),
             True: ("T x, T hw", "T h", "T a = x + hw; h = a < 0 ? 0 : a;", "ag_rnn_relu_fwd")}  # NaN stays
 _RNN_BWD = {False: ("T dh, T dout, T h", "T da", "da = (dh + dout) * (1 - h * h);", "ag_rnn_tanh_bwd"),
             True: ("T dh, T dout, T h", "T da", "da = (dh + dout) * (h > 0);", "ag_rnn_relu_bwd")}
-_GRU_FWD = {bias: ("raw T gx, raw T hw, " + ("raw T b, " if bias else "") + "T h_prev, int64 H",
-                    "raw T gates, T h",
-                    """
-                    ptrdiff_t j = i % H;
-                    ptrdiff_t k = (i / H) * 3 * H + j;
-                    ptrdiff_t s = (i / H) * 4 * H + j;
-                    """ + ("""
-                    T br = b[j];
-                    T bz = b[j + H];
-                    T bn = b[j + 2 * H];
-                    """ if bias else """
-                    T br = 0;
-                    T bz = 0;
-                    T bn = 0;
-                    """) + """
-                    T r = 1 / (1 + exp(-(gx[k] + hw[k] + br)));
-                    T z = 1 / (1 + exp(-(gx[k + H] + hw[k + H] + bz)));
-                    T g = hw[k + 2 * H] + bn;
-                    T n = tanh(gx[k + 2 * H] + r * g);
-                    gates[s] = r;
-                    gates[s + H] = z;
-                    gates[s + 2 * H] = n;
-                    gates[s + 3 * H] = g;
-                    h = n + z * (h_prev - n);
-                    """, f"ag_gru_fwd{'_b' if bias else ''}") for bias in (False, True)}
-_GRU_BWD = ("T dh_in, T dout, T dhz_in, raw T gates, T h_prev, int64 H",
+# The GRU cell likewise: gx and its gradients dgx, dgh (T, B, 3H), the gates (T, B, 4H) and dout (T, B, H)
+# passed whole at the step's offset ``off`` = t * B * H (3 * off, 4 * off for the wider ones), h_{t-1} in the
+# backward as ``hp`` at ``hp_off``; the loop runs over the (B, H) arrays h (forward) and dhz_out (backward). A
+# single step (gru_step_*) is the same kernel on that step's arrays at offset 0.
+_GRU_FWD = {bias: ("raw T gx, raw T hw, " + ("raw T b, " if bias else "") + "T h_prev, int64 off, int64 H",
+                   "raw T gates, T h",
+                   """
+                   ptrdiff_t j = i % H;
+                   ptrdiff_t k = (i / H) * 3 * H + j;
+                   ptrdiff_t x = 3 * off + k;
+                   ptrdiff_t s = 4 * off + (i / H) * 4 * H + j;
+                   """ + ("""
+                   T br = b[j];
+                   T bz = b[j + H];
+                   T bn = b[j + 2 * H];
+                   """ if bias else """
+                   T br = 0;
+                   T bz = 0;
+                   T bn = 0;
+                   """) + """
+                   T r = 1 / (1 + exp(-(gx[x] + hw[k] + br)));
+                   T z = 1 / (1 + exp(-(gx[x + H] + hw[k + H] + bz)));
+                   T g = hw[k + 2 * H] + bn;
+                   T n = tanh(gx[x + 2 * H] + r * g);
+                   gates[s] = r;
+                   gates[s + H] = z;
+                   gates[s + 2 * H] = n;
+                   gates[s + 3 * H] = g;
+                   h = n + z * (h_prev - n);
+                   """, f"ag_gru_fwd{'_b' if bias else ''}") for bias in (False, True)}
+
+
+def _gru_bwd(with_dout):
+    """The GRU cell's backward (see _GRU_FWD); ``dout`` (T, B, H) raw at ``off``, or no dout parameter."""
+    return ("T dh_in, " + ("raw T dout, " if with_dout else "")
+            + "T dhz_in, raw T gates, raw T hp, int64 hp_off, int64 off, int64 H",
             "raw T dgx, raw T dgh, T dhz_out",
             """
-            ptrdiff_t k = (i / H) * 3 * H + i % H;
-            ptrdiff_t s = (i / H) * 4 * H + i % H;
+            ptrdiff_t k = 3 * off + (i / H) * 3 * H + i % H;
+            ptrdiff_t s = 4 * off + (i / H) * 4 * H + i % H;
             T r = gates[s];
             T z = gates[s + H];
             T n = gates[s + 2 * H];
             T ghn = gates[s + 3 * H];
-            T dh = dh_in + dhz_in + dout;
+            T dh = dh_in + dhz_in""" + (" + dout[off + i]" if with_dout else "") + """;
             T dn = dh * (1 - z) * (1 - n * n);
             T dr = dn * ghn * r * (1 - r);
-            T dz = dh * (h_prev - n) * z * (1 - z);
+            T dz = dh * (hp[hp_off + i] - n) * z * (1 - z);
             dgx[k] = dr;
             dgx[k + H] = dz;
             dgx[k + 2 * H] = dn;
@@ -320,7 +331,10 @@ _GRU_BWD = ("T dh_in, T dout, T dhz_in, raw T gates, T h_prev, int64 H",
             dgh[k + H] = dz;
             dgh[k + 2 * H] = dn * r;
             dhz_out = dh * z;
-            """, "ag_gru_bwd")
+            """, "ag_gru_bwd" + ("_dout" if with_dout else ""))
+
+
+_GRU_BWD = {True: _gru_bwd(True), False: _gru_bwd(False)}
 
 _kernels = {}                   # (CuPy module, source, dtype) -> its ElementwiseKernel, built on first use
 _C_TYPES = {"float32": "float", "float64": "double"}
@@ -390,14 +404,16 @@ class CupyRNN:
         with self._cuda_device:
             bias = not isinstance(b, (int, float))          # 0: the layer has no b_hh
             args = (gx, self.matmul(h, w)) + ((b,) if bias else ())
-            _kernel(self.xp, _GRU_FWD[bias], gates.dtype)(*args, h, h.shape[-1], gates, h_out)
+            _kernel(self.xp, _GRU_FWD[bias], gates.dtype)(*args, h, 0, h.shape[-1], gates, h_out)   # offset 0
 
     def gru_step_backward(self, dh, dout, dhz, gates, h, w, dgx, dgh):
         if not _fused(gates, w, h, dgx, dgh, dh, dout, dhz):
             return NumpyRNN.gru_step_backward(self, dh, dout, dhz, gates, h, w, dgx, dgh)
         with self._cuda_device:
             dhz_out = self.xp.empty_like(h)
-            _kernel(self.xp, _GRU_BWD, gates.dtype)(dh, dout, dhz, gates, h, h.shape[-1], dgx, dgh, dhz_out)
+            douts = () if isinstance(dout, (int, float)) else (dout,)     # 0: no gradient reached the output
+            _kernel(self.xp, _GRU_BWD[bool(douts)], gates.dtype)(dh, *douts, dhz, gates, h, 0, 0, h.shape[-1], dgx,
+                                                                 dgh, dhz_out)              # offset 0
             return self.matmul(dgh, w), dhz_out
 
 
@@ -463,13 +479,11 @@ class CupyRNN:
             return NumpyRNN.gru_forward_steps(self, h, w, b, gx, S, OUT, steps)
         bias = not isinstance(b, (int, float))              # 0: the layer has no b_hh
         kern, mm, H = _kernel(self.xp, _GRU_FWD[bias], S.dtype), self._mm(), h.shape[-1]
+        n, bs = h.size, (b,) if bias else ()
         with self._cuda_device:
             for t in steps:
-                ht = OUT[t]
-                if bias:
-                    kern(gx[t], mm(h, w), b, h, H, S[t], ht)
-                else:
-                    kern(gx[t], mm(h, w), h, H, S[t], ht)
+                ht = OUT[t]                                 # the next product's h: the one view a step makes
+                kern(gx, mm(h, w), *bs, h, t * n, H, S, ht)
                 h = ht
         return h
 
@@ -477,12 +491,13 @@ class CupyRNN:
         if not _fused(S, w, OUT, h0, DGX, DGH, dh, 0 if dout is None else dout):
             return NumpyRNN.gru_backward_steps(self, dh, dout, S, OUT, h0, w, DGX, DGH, steps)
         xp, (_, B, H) = self.xp, OUT.shape
-        kern, mm, dt, dhz = _kernel(xp, _GRU_BWD, S.dtype), self._mm(), S.dtype, 0
+        kern, mm, dt, dhz = _kernel(xp, _GRU_BWD[dout is not None], S.dtype), self._mm(), S.dtype, 0
+        douts, n = () if dout is None else (dout,), B * H
         with self._cuda_device:
             for k in range(len(steps) - 1, -1, -1):
                 t = steps[k]
-                dgh, dhz_out = DGH[t], xp.empty((B, H), dtype=dt)
-                kern(dh, 0 if dout is None else dout[t], dhz, S[t], OUT[steps[k - 1]] if k else h0, H, DGX[t],
-                     dgh, dhz_out)
-                dh, dhz = mm(dgh, w), dhz_out
+                hp, hp_off = (OUT, steps[k - 1] * n) if k else (h0, 0)
+                dhz_out = xp.empty((B, H), dtype=dt)
+                kern(dh, *douts, dhz, S, hp, hp_off, t * n, H, DGX, DGH, dhz_out)
+                dh, dhz = mm(DGH[t], w), dhz_out            # the product's dgh: the one view a step makes
         return dh, dhz
