@@ -310,8 +310,7 @@ def _scatter_taps(xp, g, idx, x_shape, kh, kw, geom):
         tiled = (kh == 1 or dh == 1) and (kw == 1 or dw == 1) and sh == kh and sw == kw and \
             oh * sh == hp and ow * sw == wp
         acc = (xp.empty if tiled else xp.zeros)((n, c, hp, wp), dtype=g.dtype)
-        backend_of_array(g).max_pool_scatter(g, idx, [acc[(slice(None), slice(None)) + _tap(k // kw, k % kw, geom, oh, ow)]
-                                                      for k in range(kh * kw)])
+        backend_of_array(g).max_pool_scatter(g, idx, _windows(xp, acc, kh, kw, geom, oh, ow))
         return xp.ascontiguousarray(acc[:, :, pt:pt + h, pl:pl + w]) if pt or pb or pl or pr else acc
     acc = xp.zeros((n, c, hp, wp), dtype=g.dtype)
     for k in range(kh * kw):

@@ -3,9 +3,11 @@ scatter back onto disjoint windows. See backends/kernels/__init__.py for the con
 
 Both work on kernel taps: ``max_pool_windows`` takes the (N, C, kh, kw, OH, OW) strided view of the
 (unpadded) input whose [.., i, j, y, x] is tap (i, j) of output pixel (y, x); ``max_pool_scatter`` takes
-the gradient, the per-window tap index and one (N, C, OH, OW) view per tap of the input gradient, the taps
-disjoint (stride >= the dilated kernel). The CuPy kernels read and write those strided views directly, so
-no stacked copy of the windows is made.
+the gradient, the per-window tap index and the same (N, C, kh, kw, OH, OW) view of the input gradient's
+buffer, the taps disjoint (stride >= the dilated kernel). The CuPy kernels read and write that strided view
+directly, as one raw parameter (CuPy's raw indexing is C-order whatever the strides: tap t of window q is
+at (q // P * kh*kw + t) * P + q % P, P = OH * OW), so no stacked copy of the windows and no view per tap is
+made (a CuPy view costs the host several us; these were 16 of the small CNN step's 23).
 
 ``conv_lean`` (a flag, as activations' ``softmax_takes_scale``): True where a launch costs more than a pass
 (CUDA), so ops/conv.py adds a convolution's bias after the product (1 launch, not a ones row and a
@@ -47,10 +49,12 @@ class NumpyConv:
         y = slabs.max(axis=0)
         return y, (_first_max(slabs, y) if need_idx else None)
 
-    def max_pool_scatter(self, g, idx, dsts):
-        """Write g * (idx == k) into dsts[k] (the disjoint tap views of the input's gradient) for every tap k."""
-        for k, d in enumerate(dsts):
-            self.xp.multiply(g, idx == k, out=d)
+    def max_pool_scatter(self, g, idx, wv):
+        """Write g * (idx == k) into tap k of the (N, C, kh, kw, OH, OW) window view ``wv`` of the input
+        gradient's buffer (the taps disjoint) for every tap k."""
+        kh, kw = wv.shape[2:4]
+        for k in range(kh * kw):
+            self.xp.multiply(g, idx == k, out=wv[:, :, k // kw, k % kw])
 
 
 # -- CUDA ------------------------------------------------------------------------------------------------
@@ -58,13 +62,15 @@ _built = {}
 
 
 def _pool_kernel(xp, k, need_idx):
-    """y = the max of the k taps a0..a{k-1} (the first of equal ones; a NaN tap makes it NaN), and with
-    need_idx idx = the count of leading taps that miss y (as _first_max)."""
+    """y = the max of the k taps a0..a{k-1} of each window of the raw window view ``w`` (the first of equal
+    ones; a NaN tap makes it NaN), and with need_idx idx = the count of leading taps that miss y (as
+    _first_max); the loop runs over y, ``P`` = OH * OW."""
     key = (xp, "pool", k, need_idx)
     kern = _built.get(key)
     if kern is None:
-        ins = ", ".join(f"T a{i}" for i in range(k))
-        body = ["T v = a0;"] + [f"v = (a{i} > v || a{i} != a{i}) ? a{i} : v;" for i in range(1, k)] + ["y = v;"]
+        ins = "raw T w, int64 P"
+        body = [f"ptrdiff_t q = (i / P) * {k} * P + i % P;"] + [f"T a{t} = w[q + {t} * P];" for t in range(k)]
+        body += ["T v = a0;"] + [f"v = (a{i} > v || a{i} != a{i}) ? a{i} : v;" for i in range(1, k)] + ["y = v;"]
         outs = "T y"
         if need_idx:
             outs += ", int8 idx"
@@ -77,13 +83,15 @@ def _pool_kernel(xp, k, need_idx):
 
 
 def _scatter_kernel(xp, k):
-    """o{t} = g * (idx == t) for each of the k taps."""
+    """Tap t of each window of the raw window view ``w`` = g * (idx == t), for each of the k taps; the loop
+    runs over g, ``P`` = OH * OW."""
     key = (xp, "scatter", k)
     kern = _built.get(key)
     if kern is None:
-        outs = ", ".join(f"T o{t}" for t in range(k))
-        body = "\n".join(f"o{t} = g * (idx == {t});" for t in range(k))
-        kern = _built[key] = xp.ElementwiseKernel("T g, int8 idx", outs, body, f"ag_max_pool_scatter_{k}")
+        body = [f"ptrdiff_t q = (i / P) * {k} * P + i % P;"] + [f"w[q + {t} * P] = g * (idx == {t});"
+                                                                    for t in range(k)]
+        kern = _built[key] = xp.ElementwiseKernel("T g, int8 idx, int64 P", "raw T w", "\n".join(body),
+                                                  f"ag_max_pool_scatter_{k}")
     return kern
 
 
@@ -99,15 +107,22 @@ class CupyConv:
         k = kh * kw
         if k > _MAX_TAPS or v.dtype.kind != "f":
             return NumpyConv.max_pool_windows(self, v, need_idx)
-        kern = _pool_kernel(self.xp, k, need_idx)
+        kern, xp = _pool_kernel(self.xp, k, need_idx), self.xp
+        shape = v.shape[:2] + v.shape[4:]
         with self._cuda_device:
-            out = kern(*[v[:, :, i, j] for i in range(kh) for j in range(kw)])
-        return out if need_idx else (out, None)
+            y = xp.empty(shape, dtype=v.dtype)
+            if need_idx:
+                idx = xp.empty(shape, dtype=np.int8)
+                kern(v, shape[2] * shape[3], y, idx)
+                return y, idx
+            kern(v, shape[2] * shape[3], y)
+        return y, None
 
-    def max_pool_scatter(self, g, idx, dsts):
-        """Write g * (idx == k) into dsts[k] for every tap k (see NumpyConv): one kernel."""
-        k = len(dsts)
+    def max_pool_scatter(self, g, idx, wv):
+        """Write g * (idx == k) into tap k of the window view ``wv`` for every tap k (see NumpyConv): one
+        kernel."""
+        k = wv.shape[2] * wv.shape[3]
         if k > _MAX_TAPS or idx.dtype != np.int8 or idx.shape != g.shape or g.dtype.kind != "f":
-            return NumpyConv.max_pool_scatter(self, g, idx, dsts)
+            return NumpyConv.max_pool_scatter(self, g, idx, wv)
         with self._cuda_device:
-            _scatter_kernel(self.xp, k)(g, idx, *dsts)
+            _scatter_kernel(self.xp, k)(g, idx, g.shape[2] * g.shape[3], wv)
