@@ -70,11 +70,19 @@ def test_cublas_handle_workspace_after_set_stream():
     args = (0, 0, 2, 2, 2, 0, 2, 0, 0, 2, 0, 0, 2, 4, 1, np.dtype("float32"))
     for stream in (7, 7, 9, 7):
         _FakeXp.cuda.current = stream
-        lib.gemm(*args)
+        lib.gemm(*args, capture=True)
     calls = lib.dll.calls
     ws = ("workspace", 4096, cublas_graph._WORKSPACE)
     assert calls == [("stream", 7), ws, ("gemm",), ("gemm",), ("stream", 9), ws, ("gemm",),
                      ("stream", 7), ws, ("gemm",)]
+    # outside a capture (eager products): cuBLAS's default pool, which cublasSetStream restores; a capture's
+    # workspace is not left set for them, nor theirs for a capture
+    lib.dll.calls = []
+    for stream, capture in ((7, False), (7, False), (7, True), (7, True), (7, False)):
+        _FakeXp.cuda.current = stream
+        lib.gemm(*args, capture=capture)
+    assert lib.dll.calls == [("stream", 7), ("gemm",), ("gemm",), ("stream", 7), ws, ("gemm",), ("gemm",),
+                             ("stream", 7), ("gemm",)]
 
 
 # -- backends/kernels/losses.py: an ignored target adds nothing, whatever its row holds ----------------------

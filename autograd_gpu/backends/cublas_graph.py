@@ -41,9 +41,10 @@ def supported(dtype):
     return dtype.char in _TYPES
 
 
-def matmul(xp, a, b, out=None):
+def matmul(xp, a, b, out=None, capture=False):
     """``xp.matmul(a, b, out=out)`` without going through CuPy's cuBLAS wrappers (so it runs while a
-    stream captures): NumPy's matmul rules (1-d operands, broadcast batches), float and complex only."""
+    stream captures: ``capture``, which puts the product on our handle's own workspace): NumPy's matmul
+    rules (1-d operands, broadcast batches), float and complex only."""
     dt = np.result_type(a.dtype, b.dtype)
     if not supported(dt):
         raise TypeError(f"matmul through cuBLAS by pointer: expected float16/32/64 or complex operands, got "
@@ -72,7 +73,8 @@ def matmul(xp, a, b, out=None):
         bm, sb, opb, ldb = _operand(xp, b, batch, nb)
         # row-major C = A @ B is column-major C^T = B^T @ A^T: cuBLAS's first operand is our b
         lib = _library or _cublas(xp)
-        lib.gemm(opb, opa, n, m, k, bm.data.ptr, ldb, sb, am.data.ptr, lda, sa, res.data.ptr, n, m * n, nb, dt)
+        lib.gemm(opb, opa, n, m, k, bm.data.ptr, ldb, sb, am.data.ptr, lda, sa, res.data.ptr, n, m * n, nb, dt,
+                 capture=capture)
     if va or vb:                                     # the 1-d operands' dimension goes again
         res = res.reshape(batch + (() if vb else (n,)) if va else batch + (m,))
     if out is None or direct:
@@ -149,18 +151,23 @@ class _Cublas:
         # alpha = 1, beta = 0 in the compute type's scalar type (host pointers: read when captured)
         self.one = {ch: t(1, 0) if ch in "FD" else t(1) for ch, (_, _, t) in _TYPES.items()}
         self.zero = {ch: t() for ch, (_, _, t) in _TYPES.items()}
-        self.stream = None                           # the stream the handle is set to (None: not yet)
+        self.stream = None                           # (stream, own workspace) the handle is set to (None: not yet)
 
-    def gemm(self, opa, opb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc, batch, dtype):
+    def gemm(self, opa, opb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc, batch, dtype, capture=False):
+        """One cublasGemmStridedBatchedEx on the current stream. While a graph captures (``capture``) on our
+        workspace, which the graph then holds (cuBLAS would otherwise allocate during the capture); outside
+        one on cuBLAS's default workspace pool, as CuPy's own products run: one workspace of ours shared by
+        products on two streams at once would be a race (cuBLAS's documentation of cublasSetWorkspace)."""
         code, compute, _ = _TYPES[dtype.char]
-        stream = self.xp.cuda.get_current_stream().ptr
-        if stream != self.stream:
-            # cublasSetStream also puts the handle back on cuBLAS's default workspace pool (cuBLAS docs): our
-            # workspace is set again after it, else a captured product would allocate cuBLAS's own
-            self._check(self.dll.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
-            self._check(self.dll.cublasSetWorkspace_v2(self.handle, self.workspace.data.ptr, _WORKSPACE),
-                        "cublasSetWorkspace")
-            self.stream = stream
+        state = (self.xp.cuda.get_current_stream().ptr, capture)
+        if state != self.stream:
+            # cublasSetStream also puts the handle back on cuBLAS's default workspace pool (cuBLAS docs): ours is
+            # set again after it for a capture
+            self._check(self.dll.cublasSetStream_v2(self.handle, state[0]), "cublasSetStream")
+            if capture:
+                self._check(self.dll.cublasSetWorkspace_v2(self.handle, self.workspace.data.ptr, _WORKSPACE),
+                            "cublasSetWorkspace")
+            self.stream = state
         self._check(self.dll.cublasGemmStridedBatchedEx(
             self.handle, opa, opb, m, n, k, ctypes.byref(self.one[dtype.char]), a, code, lda, sa, b, code, ldb, sb,
             ctypes.byref(self.zero[dtype.char]), c, code, ldc, sc, batch, compute, _GEMM_DEFAULT),

@@ -279,7 +279,7 @@ class CupyBackend(*CUPY_MIXINS, Backend):
         against ~30 us for a plain one (H200 profile, docs/bench/gpu/h200-2026-11-28)."""
         with self._cuda_device:
             if a.dtype.kind in "fc" and b.dtype.kind in "fc" and (self.capturing or _cupy_batch_extras(a, b)):
-                return cublas_graph.matmul(self.xp, a, b, out)
+                return cublas_graph.matmul(self.xp, a, b, out, capture=self.capturing)
             if a.dtype.kind == "V" or b.dtype.kind == "V":   # bfloat16: a bfloat16 result (float32 accumulation)
                 y = self.xp.matmul(a, b)
                 y = y if y.dtype == a.dtype else y.astype(a.dtype)

@@ -18,7 +18,7 @@ class Library:
     def __init__(self):
         self.calls = 0
 
-    def gemm(self, opa, opb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc, batch, dtype):
+    def gemm(self, opa, opb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc, batch, dtype, capture=False):
         for v in (opa, opb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc, batch):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
                 raise TypeError(f"cublasGemmStridedBatchedEx: expected ints, got {type(v).__name__}")
