@@ -175,16 +175,7 @@ def decide_types(in_params, out_params, in_dtypes, out_dtypes):
     """cupy._core._kernel._decide_params_type_core: placeholders bound by the output arrays, then by the
     input arrays (a scalar binds nothing: its dtype is None here). -> in_types, out_types, pairs."""
     types = {}
-    for p, a in zip(out_params, out_dtypes):
-        if p.dtype is not None:
-            if np.dtype(a) != p.dtype:
-                raise CupyError(f"Type is mismatched. {p.name} {a} {p.dtype}")
-        elif p.ctype in types:
-            if types[p.ctype] != np.dtype(a):
-                raise CupyError(f"Type is mismatched. {p.name} {a} {types[p.ctype]} {p.ctype}")
-        else:
-            types[p.ctype] = np.dtype(a)
-    for p, a in zip(in_params, in_dtypes):
+    for p, a in list(zip(out_params, out_dtypes)) + list(zip(in_params, in_dtypes)):
         if a is None:
             continue
         if p.dtype is not None:
