@@ -46,18 +46,7 @@ class NAdam(Optimizer):
         ag.compile traces, the step-by-step update, whose array ops it records."""
         if active() is not None:
             return self._reference_update(group)
-        (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
-        decoupled = group["decoupled_weight_decay"]
-
-        def prepare(p, state):
-            if not state:
-                self._init_state(state, p, group)
-            numbers = _count_step(state, group)     # from the step count and mu_product: a bucket per value
-            return numbers, numbers, (state["exp_avg"].data, state["exp_avg_sq"].data)
-
-        def update(backend, numbers, params, grads, m, v):
-            backend.nadam_step(params, grads, m, v, beta1, beta2, eps, wd, decoupled, group["maximize"], *numbers)
-        self._fused_update(group, prepare, update)
+        self._moments_update(group, _count_step, "nadam_step")   # a bucket per step coefficients
 
     def _reference_update(self, group):
         """The step-by-step update (what the fused one equals; ag.compile records its array ops)."""

@@ -207,6 +207,24 @@ class Optimizer:
         for p in updated:
             p._bump_version()
 
+    def _moments_update(self, group, count_step, kernel):
+        """_fused_update for an Adam-like rule on state ``exp_avg`` and ``exp_avg_sq`` (NAdam, RAdam): the
+        step coefficients of ``count_step(state, group)`` (a bucket per value), then the backend method named
+        ``kernel`` on each bucket with the group's betas, eps, weight decay and maximize."""
+        (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
+        decoupled = group["decoupled_weight_decay"]
+
+        def prepare(p, state):
+            if not state:
+                self._init_state(state, p, group)
+            numbers = count_step(state, group)
+            return numbers, numbers, (state["exp_avg"].data, state["exp_avg_sq"].data)
+
+        def update(backend, numbers, params, grads, m, v):
+            getattr(backend, kernel)(params, grads, m, v, beta1, beta2, eps, wd, decoupled, group["maximize"],
+                                     *numbers)
+        self._fused_update(group, prepare, update)
+
     def _reference_params(self, group, init_state):
         """(p, xp, a, g, state) for each parameter of ``group`` that has a gradient, for an update written
         step by step on arrays (ag.compile records its array ops): ``a`` and ``g`` are the parameter's
