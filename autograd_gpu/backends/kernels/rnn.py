@@ -443,10 +443,12 @@ class CupyRNN:
         kern, mm, dt, n = _kernel(xp, _LSTM_BWD_SEQ[dout is not None], A.dtype), self._mm(), A.dtype, B * H
         douts = () if dout is None else (dout,)
         with self._cuda_device:
+            # dc_{t-1} alternates between two buffers: a step reads the one the step after it wrote
+            flip = (xp.empty((B, H), dtype=dt), xp.empty((B, H), dtype=dt))
             for k in range(len(steps) - 1, -1, -1):
                 t = steps[k]
                 cp, cp_off = (C, steps[k - 1] * n) if k else (c0, 0)
-                dc_prev = xp.empty((B, H), dtype=dt)
+                dc_prev = flip[k & 1]
                 kern(dh, *douts, dc, A, TC, cp, cp_off, t * n, H, DA, dc_prev)
                 dh, dc = mm(DA[t], w), dc_prev          # the product's da: the one view a step makes
         return dh, dc
@@ -494,10 +496,11 @@ class CupyRNN:
         kern, mm, dt, dhz = _kernel(xp, _GRU_BWD[dout is not None], S.dtype), self._mm(), S.dtype, 0
         douts, n = () if dout is None else (dout,), B * H
         with self._cuda_device:
+            flip = (xp.empty((B, H), dtype=dt), xp.empty((B, H), dtype=dt))    # as lstm_backward_steps' dc
             for k in range(len(steps) - 1, -1, -1):
                 t = steps[k]
                 hp, hp_off = (OUT, steps[k - 1] * n) if k else (h0, 0)
-                dhz_out = xp.empty((B, H), dtype=dt)
+                dhz_out = flip[k & 1]
                 kern(dh, *douts, dhz, S, hp, hp_off, t * n, H, DGX, DGH, dhz_out)
                 dh, dhz = mm(DGH[t], w), dhz_out            # the product's dgh: the one view a step makes
         return dh, dhz
