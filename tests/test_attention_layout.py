@@ -10,7 +10,8 @@ import pytest
 import autograd_gpu as ag
 import autograd_gpu.nn.functional as F
 from autograd_gpu import nn
-from autograd_gpu.ops.nn.attention import SplitHeads, _split_heads, _batch_strided, _stack_of
+from autograd_gpu.backends.cublas_graph import reads_as_stored as _batch_strided
+from autograd_gpu.ops.nn.attention import SplitHeads, _split_heads, _stack_of
 
 torch = pytest.importorskip("torch")
 

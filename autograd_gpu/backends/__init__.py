@@ -87,6 +87,12 @@ def array_bytes(a):
     return _np.ascontiguousarray(to_numpy(a)).tobytes()
 
 
+def address(a):
+    """Where the first element of a backend array lies (a device pointer for a CuPy array)."""
+    i = getattr(a, "__cuda_array_interface__", None)
+    return (i if i is not None else a.__array_interface__)["data"][0]
+
+
 def is_rng(obj):
     """Whether ``obj`` is a random generator object of a backend's library (NumPy's Generator, BitGenerator or
     RandomState, CuPy's RandomState or Generator): ag.compile refuses to replay draws it cannot see."""

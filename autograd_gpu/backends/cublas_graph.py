@@ -83,6 +83,26 @@ def matmul(xp, a, b, out=None, capture=False):
     return out
 
 
+def reads_as_stored(x):
+    """Whether one strided-batched product reads ``x`` (..., r, c) as stored: its batch dims collapse to one
+    stride (size-1 dims aside, none broadcast) and each matrix is row- or column-major. Attention's heads,
+    (N, H, L, E) views of (N, L, H, E) memory, do not: CuPy's matmul and ``matmul`` here copy such an operand."""
+    shape, strides = x.shape, x.strides
+    r, c = shape[-2:]
+    s0, s1 = strides[-2:]
+    isz = x.itemsize
+    if not ((s1 == isz or c == 1) and s0 >= max(c, 1) * isz or (s0 == isz or r == 1) and s1 >= max(r, 1) * isz):
+        return False
+    step = None
+    for n, st in zip(reversed(shape[:-2]), reversed(strides[:-2])):
+        if n == 1:
+            continue
+        if st == 0 or step is not None and st != step:
+            return False
+        step = st * n
+    return True
+
+
 def _operand(xp, x, batch, nb):
     """``x`` (..., r, c) as cuBLAS reads it: (array, batch stride in elements (0: one matrix for every
     batch), operation, leading dimension)."""

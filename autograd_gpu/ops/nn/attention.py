@@ -4,6 +4,8 @@ import builtins
 import math
 
 from ... import _trace_hooks
+from ...backends import address
+from ...backends.cublas_graph import reads_as_stored
 from ...autograd.function import Function
 from ...dtypes import is_floating, bfloat16
 from ...tensor import Tensor
@@ -31,27 +33,6 @@ def _laid_out_like(backend, a, shape):
     return backend.xp.empty_like(a, shape=shape)
 
 
-def _batch_strided(x):
-    """Whether cuBLAS's strided-batched product reads ``x`` (..., r, c) as stored: its batch dims collapse to
-    one stride (size-1 dims aside) and each matrix is row- or column-major. Attention's heads, (N, H, L, E)
-    views of (N, L, H, E) memory, do not: CuPy and cuBLAS by pointer copy such an operand in every product."""
-    shape, strides = x.shape, x.strides
-    r, c = shape[-2:]
-    s0, s1 = strides[-2:]
-    isz = x.itemsize
-    if not ((s1 == isz or c == 1) and s0 >= builtins.max(c, 1) * isz
-            or (s0 == isz or r == 1) and s1 >= builtins.max(r, 1) * isz):
-        return False
-    step = None
-    for n, st in zip(reversed(shape[:-2]), reversed(strides[:-2])):
-        if n == 1:
-            continue
-        if st == 0 or step is not None and st != step:    # (a broadcast batch: cuBLAS by pointer copies it)
-            return False
-        step = st * n
-    return True
-
-
 def _stack_of(xs):
     """The C-contiguous (len(xs), ...) array whose consecutive slices the arrays ``xs`` are, else None (always
     while ag.compile traces: where its arrays lie in memory is not part of the program it records)."""
@@ -62,19 +43,13 @@ def _stack_of(xs):
     if (base is None or a.size == 0 or base.shape != (len(xs),) + a.shape or base.dtype != a.dtype
             or not base.flags.c_contiguous):
         return None
-    at, step = _address(base), a.nbytes
+    at, step = address(base), a.nbytes
     for i, x in enumerate(xs):
         # C-contiguous too: a transposed view of a square slice has the slice's shape and first address
         if (x is None or x.dtype != a.dtype or x.shape != a.shape or not x.flags.c_contiguous
-                or _address(x) != at + i * step):
+                or address(x) != at + i * step):
             return None
     return base
-
-
-def _address(a):
-    """Where the array's first element lies (a device pointer for CuPy's arrays)."""
-    i = getattr(a, "__cuda_array_interface__", None)
-    return (i if i is not None else a.__array_interface__)["data"][0]
 
 
 def _heads_perm(b):
@@ -219,7 +194,7 @@ class AttentionBackward(Function):
 
         outs = None
         if backend.name == "cupy":     # every product reads its operands as stored (see SplitHeads)
-            if not _batch_strided(g):
+            if not reads_as_stored(g):
                 g = xp.ascontiguousarray(g)          # once, not in each of the two products that read it
             if need_q and need_k and need_v and _stack_of([q, k, v]) is not None:
                 outs = xp.empty((3,) + q.shape, dtype=q.dtype)    # gq, gk, gv stacked as q, k, v are
